@@ -1,0 +1,140 @@
+"""Settings: every environment variable the service reads, in one class (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from typing import Annotated
+
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_CHAT_MODEL = "claude-sonnet-4-5"
+DEFAULT_JEV_MODEL = "claude-haiku-4-5"
+DEFAULT_REACTION_EMOJIS = ("👍", "❤️", "😂", "😮", "🙏", "🎉", "👀")
+
+
+class SandboxBackend(StrEnum):
+    DOCKER = "docker"
+    LOCAL = "local"
+    NONE = "none"
+
+
+class RecallScope(StrEnum):
+    SPEAKER = "speaker"
+    PARTICIPANTS = "participants"
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+IdList = Annotated[list[int], NoDecode]
+StrList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    database_url: str
+    redis_url: str = "redis://localhost:6379/0"
+    gateway_token: SecretStr
+    admin_secret: SecretStr | None = None
+
+    discord_bot_token: SecretStr | None = None
+    discord_api_base: str = "https://discord.com/api/v10"
+    discord_bot_user_id: int | None = None
+    discord_gateway_url: str | None = None
+    webhook_url: str = "http://localhost:8000/webhook"
+
+    chat_model: str = DEFAULT_CHAT_MODEL
+    chat_timeout_s: PositiveFloat = 60.0
+
+    jev_url: str | None = None
+    jev_api_key: SecretStr | None = None
+    jev_model: str = DEFAULT_JEV_MODEL
+    jev_timeout_s: PositiveFloat = 10.0
+
+    jina_api_key: SecretStr | None = None
+    jina_search_url: str = "https://s.jina.ai"
+    jina_reader_url: str = "https://r.jina.ai"
+
+    sandbox_backend: SandboxBackend = SandboxBackend.NONE
+    sandbox_image: str = "debian:bookworm-slim"
+    sandbox_root: str = "/tmp/companion-sandbox"
+    docker_url: str = "unix:///var/run/docker.sock"
+
+    persona_path: str = "persona.md"
+
+    staff_role_ids: IdList = Field(default_factory=list)
+    staff_user_ids: IdList = Field(default_factory=list)
+
+    memory_enabled: bool = True
+    memory_recall_scope: RecallScope = RecallScope.SPEAKER
+    memory_retention_days: PositiveInt | None = None
+    memory_consolidate_every: PositiveInt = 20
+    memory_episodes_per_channel: PositiveInt = 10
+
+    reaction_emojis: StrList = Field(default_factory=lambda: list(DEFAULT_REACTION_EMOJIS))
+
+    worker_metrics_port: int = 9100
+
+    @field_validator("staff_role_ids", "staff_user_ids", "reaction_emojis", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("reaction_emojis")
+    @classmethod
+    def _palette_has_thumbs_up(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("REACTION_EMOJIS must name at least one emoji")
+        return value if "👍" in value else [*value, "👍"]
+
+    @field_validator("database_url")
+    @classmethod
+    def _asyncpg_url(cls, value: str) -> str:
+        if not value.startswith("postgresql+asyncpg://"):
+            raise ValueError("DATABASE_URL must start with postgresql+asyncpg://")
+        return value
+
+    @field_validator("memory_retention_days", "discord_bot_user_id", "jev_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @property
+    def memory_active(self) -> bool:
+        """MEM-10: memory runs only when enabled; the decider is always configured here
+        (in-process by default), so the switch is the only way to turn it off."""
+        return self.memory_enabled
+
+
+class SettingsError(RuntimeError):
+    """Configuration is missing or invalid; the message names the variables."""
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = str(error["loc"][0]).upper() if error["loc"] else "?"
+            reason = "is required" if error["type"] == "missing" else error["msg"]
+            problems.append(f"{name} {reason}")
+        raise SettingsError("invalid configuration: " + "; ".join(problems)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()

@@ -1,0 +1,44 @@
+"""The decision model's whole vocabulary: every closed question the bot asks (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    BOOLEAN = "boolean"
+    PROBABILITY = "probability"
+    CHOICE = "choice"
+
+
+class Question(StrEnum):
+    IS_CORRECTION = "is_correction"
+    EMOJI_ENOUGH = "emoji_enough"
+    EMOJI_CHOICE = "emoji_choice"
+    IS_TASK = "is_task"
+    WORTH_KEEPING = "worth_keeping"
+    MEMORY_VERDICT = "memory_verdict"
+    ADD_MEMORY = "add_memory"
+    STALE_KEEP = "stale_keep"
+
+    @property
+    def kind(self) -> Kind:
+        return QUESTION_KINDS[self]
+
+
+QUESTION_KINDS: dict[Question, Kind] = {
+    Question.IS_CORRECTION: Kind.BOOLEAN,
+    Question.EMOJI_ENOUGH: Kind.BOOLEAN,
+    Question.EMOJI_CHOICE: Kind.CHOICE,
+    Question.IS_TASK: Kind.BOOLEAN,
+    Question.WORTH_KEEPING: Kind.PROBABILITY,
+    Question.MEMORY_VERDICT: Kind.CHOICE,
+    Question.ADD_MEMORY: Kind.PROBABILITY,
+    Question.STALE_KEEP: Kind.CHOICE,
+}
+
+VERDICT_OPTIONS = ("keep", "update", "delete")
+STALE_OPTIONS = ("keep", "delete")
+
+# Probabilities are compared with 0.5: at or above means yes.
+YES_THRESHOLD = 0.5

@@ -1,0 +1,39 @@
+"""The inbox: every acknowledged gateway event, keyed by its de-duplication id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Index, Integer, Text, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, CreatedAt, Json, Timestamp
+
+
+class InboxEvent(Base):
+    __tablename__ = "inbox"
+
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    event_type: Mapped[str] = mapped_column(Text)
+    payload: Mapped[Json] = mapped_column(nullable=False)
+    received_at: Mapped[CreatedAt]
+    handled_at: Mapped[Timestamp | None]
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+
+    __table_args__ = (
+        Index("ix_inbox_pending", "received_at", postgresql_where=text("handled_at IS NULL")),
+        Index("ix_inbox_received_at", "received_at"),
+    )
+
+    def frame(self) -> dict[str, Any]:
+        return dict(self.payload)
+
+
+class CompletedStep(Base):
+    """A durable record that one side effect of one job has happened (exactly-once turns)."""
+
+    __tablename__ = "completed_steps"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    result: Mapped[Json | None]
+    done_at: Mapped[CreatedAt]

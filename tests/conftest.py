@@ -1,0 +1,89 @@
+"""Shared fixtures: a real Postgres database migrated with Alembic, a real Redis, settings.
+
+Each test starts from empty tables (TRUNCATE) so end-to-end tests can commit freely.
+Parallel runs (several developers on one machine) pick their own database and Redis db via
+TEST_DATABASE_NAME and TEST_REDIS_DB."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import pytest
+from alembic.config import Config
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from alembic import command
+from app.config import Settings
+from app.db import SessionFactory, create_engine, create_session_factory
+from app.models import Base
+
+PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
+PG_USER = os.environ.get("TEST_PG_USER", "postgres")
+DB_NAME = os.environ.get("TEST_DATABASE_NAME", "bot_test")
+REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "9"))
+DATABASE_URL = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{DB_NAME}"
+REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
+
+
+async def _recreate_database() -> None:
+    conn = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    finally:
+        await conn.close()
+
+
+def run_migrations(url: str) -> None:
+    config = Config("alembic.ini")
+    config.set_main_option("sqlalchemy.url", url)
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    asyncio.run(_recreate_database())
+    run_migrations(DATABASE_URL)
+    yield DATABASE_URL
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        redis_url=REDIS_URL,
+        gateway_token="test-gateway-token",  # type: ignore[arg-type]
+        admin_secret="test-admin-secret",  # type: ignore[arg-type]
+        discord_bot_token="test-bot-token",  # type: ignore[arg-type]
+        discord_bot_user_id=1000,
+        _env_file=None,  # type: ignore[call-arg]
+    )
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url, pool_size=5)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+async def sessions(engine: AsyncEngine) -> AsyncIterator[SessionFactory]:
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    yield create_session_factory(engine)
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[Redis]:
+    client = Redis.from_url(REDIS_URL)
+    await client.flushdb()
+    yield client
+    await client.flushdb()
+    await client.aclose()

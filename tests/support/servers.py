@@ -1,0 +1,39 @@
+"""Run an ASGI app (a fake of an outside API, or our own app) on a real local port."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def serve(app: Any, *, port: int | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 inside the running loop; yield its base URL."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port or free_port(), log_level="warning", lifespan="auto"
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("server exited before starting")
+        await asyncio.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        await task
