@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Protocol
 
-from app.decision.vocabulary import Question
+from app.decision.vocabulary import Kind, Question
+
+# One answer of the decision model: a boolean, a probability in [0, 1], or one of the options.
+DecisionAnswer = bool | float | str
 
 
 class Decider(Protocol):
@@ -18,3 +22,87 @@ class Decider(Protocol):
     async def choice(
         self, question: Question, prompt: str, options: Sequence[str]
     ) -> str | None: ...
+
+
+class NoAnswerReason(StrEnum):
+    """Why there was no answer; the ``outcome`` label of the decision metrics."""
+
+    STATUS = "status"  # the service answered with a non-200 status
+    TIMEOUT = "timeout"  # the service did not answer in time
+    CONNECTION = "connection"  # the service could not be reached
+    MALFORMED = "malformed"  # the body is not the contract's shape for the kind
+    UNFIT = "unfit"  # the shape is right but the value does not fit the request
+    MODEL_FAILED = "model_failed"  # in-process: the model call failed
+    MODEL_TIMEOUT = "model_timeout"  # in-process: the model call timed out
+    ERROR = "error"  # an unexpected error inside the decider (a bug; logged with its trace)
+
+
+class NoDecision(Exception):
+    """The decision model gave no answer; ``reason`` says why (never carries the prompt)."""
+
+    reason: NoAnswerReason = NoAnswerReason.ERROR
+
+    def __init__(self, detail: str = "", *, reason: NoAnswerReason | None = None) -> None:
+        super().__init__(detail)
+        if reason is not None:
+            self.reason = reason
+
+
+class AnswerSource(Protocol):
+    """One decision, raising NoDecision instead of returning None (so the reason survives)."""
+
+    async def decide(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer: ...
+
+
+def expect_kind(question: Question, kind: Kind) -> None:
+    """A question is asked only as its own kind: anything else is a programming error."""
+    if question.kind is not kind:
+        raise ValueError(f"{question} is a {question.kind} question, not {kind}")
+
+
+class DeciderMethods:
+    """The three typed Decider calls over one ``_answer`` hook that returns None for no answer.
+
+    The kind always comes from the Question, so a boolean question cannot be asked as a choice,
+    and the returned type is checked once more so "no" and "no answer" never blur."""
+
+    async def _answer(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer | None:
+        raise NotImplementedError
+
+    async def boolean(self, question: Question, prompt: str) -> bool | None:
+        expect_kind(question, Kind.BOOLEAN)
+        value = await self._answer(question, prompt, None)
+        return value if isinstance(value, bool) else None
+
+    async def probability(self, question: Question, prompt: str) -> float | None:
+        expect_kind(question, Kind.PROBABILITY)
+        value = await self._answer(question, prompt, None)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+    async def choice(self, question: Question, prompt: str, options: Sequence[str]) -> str | None:
+        expect_kind(question, Kind.CHOICE)
+        if isinstance(options, str) or not options:
+            raise ValueError(f"{question} needs a non-empty list of options")
+        value = await self._answer(question, prompt, list(options))
+        return value if isinstance(value, str) else None
+
+
+class SourceDecider(DeciderMethods):
+    """Any AnswerSource as a Decider: NoDecision becomes None."""
+
+    def __init__(self, source: AnswerSource) -> None:
+        self._source = source
+
+    async def _answer(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer | None:
+        try:
+            return await self._source.decide(question, prompt, options)
+        except NoDecision:
+            return None

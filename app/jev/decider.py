@@ -1,0 +1,124 @@
+"""The decision model itself: one forced tool call to a small Anthropic model, validated.
+
+It never guesses: a failed call, a timeout or an answer that does not fit the request raise
+a typed error. ``InProcessDecider`` is the same code as a Decider, without the HTTP hop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+from anthropic.types import Message, ToolParam
+
+from app.decision.base import DeciderMethods, DecisionAnswer, NoAnswerReason, NoDecision
+from app.decision.vocabulary import Kind, Question
+from app.decision.wire import UnfitAnswer, fit_answer
+from app.jev.instructions import system_prompt
+
+# Room for one tool call with a short JSON input; the answer is never prose.
+MAX_TOKENS = 256
+
+
+class ModelFailed(NoDecision):
+    reason = NoAnswerReason.MODEL_FAILED
+
+
+class ModelTimeout(NoDecision):
+    reason = NoAnswerReason.MODEL_TIMEOUT
+
+
+class BadModelAnswer(NoDecision):
+    reason = NoAnswerReason.UNFIT
+
+
+def answer_tool(kind: Kind, options: Sequence[str] | None) -> ToolParam:
+    """The one tool the model must call; its input is exactly the service's answer body."""
+    prop: dict[str, Any]
+    if kind is Kind.BOOLEAN:
+        name, key, prop = "answer_boolean", "answer", {"type": "boolean"}
+    elif kind is Kind.PROBABILITY:
+        name, key = "answer_probability", "probability"
+        prop = {"type": "number", "minimum": 0, "maximum": 1}
+    else:
+        name, key = "answer_choice", "choice"
+        prop = {"type": "string", "enum": list(options or [])}
+    return {
+        "name": name,
+        "description": "Give your answer to the question. Call this exactly once.",
+        "input_schema": {
+            "type": "object",
+            "properties": {key: prop},
+            "required": [key],
+            "additionalProperties": False,
+        },
+    }
+
+
+class AnthropicDecider:
+    """Asks the model one closed question; raises ModelFailed / ModelTimeout / BadModelAnswer."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, model: str, timeout_s: float) -> None:
+        self._client = client
+        self._model = model
+        self._timeout_s = timeout_s
+
+    def __repr__(self) -> str:
+        return f"AnthropicDecider(model={self._model!r})"
+
+    async def decide(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer:
+        tool = answer_tool(question.kind, options)
+        message = await self._call(question, prompt, tool)
+        calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
+        if len(calls) != 1:
+            raise BadModelAnswer(f"expected one {tool['name']} call, got {len(calls)}")
+        try:
+            return fit_answer(question.kind, options, calls[0].input)
+        except UnfitAnswer as exc:
+            raise BadModelAnswer(f"tool input does not fit: {exc}") from None
+
+    async def _call(self, question: Question, prompt: str, tool: ToolParam) -> Message:
+        try:
+            # The SDK's own timeout bounds each attempt; this bounds attempts plus retries.
+            async with asyncio.timeout(self._timeout_s):
+                return await self._client.messages.create(
+                    model=self._model,
+                    max_tokens=MAX_TOKENS,
+                    system=[{"type": "text", "text": system_prompt(question)}],
+                    messages=[{"role": "user", "content": prompt}],
+                    tools=[tool],
+                    tool_choice={"type": "tool", "name": tool["name"]},
+                    timeout=self._timeout_s,
+                )
+        except (TimeoutError, anthropic.APITimeoutError):
+            raise ModelTimeout("decision model timed out") from None
+        except anthropic.APIStatusError as exc:
+            raise ModelFailed(f"decision model answered {exc.status_code}") from None
+        except anthropic.AnthropicError as exc:
+            raise ModelFailed(f"decision model call failed: {type(exc).__name__}") from None
+
+
+class InProcessDecider(DeciderMethods):
+    """The decider without the HTTP hop (JEV_URL unset): the errors become None."""
+
+    def __init__(self, decider: AnthropicDecider) -> None:
+        self._decider = decider
+
+    def __repr__(self) -> str:
+        return f"InProcessDecider({self._decider!r})"
+
+    async def decide(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer:
+        return await self._decider.decide(question, prompt, options)
+
+    async def _answer(
+        self, question: Question, prompt: str, options: Sequence[str] | None
+    ) -> DecisionAnswer | None:
+        try:
+            return await self.decide(question, prompt, options)
+        except NoDecision:
+            return None

@@ -1,0 +1,100 @@
+"""The decision service: ``uvicorn app.jev.main:app`` serves POST /v1/decide (CONTRACT.md).
+
+Settings and the Anthropic client are built at startup (lifespan), so importing this module
+needs no environment."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anthropic
+import httpx2
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from app.chat.anthropic import anthropic_client
+from app.decision.base import NoDecision
+from app.decision.wire import DecideRequest, answer_body
+from app.jev.decider import AnthropicDecider, ModelTimeout
+from app.jev.settings import JevSettings
+
+log = logging.getLogger("app.jev")
+
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"description": 'Exactly one of {"answer": bool}, {"probability": 0..1}, {"choice": …}'},
+    401: {"description": "Missing or wrong bearer key (when JEV_API_KEY is set)"},
+    502: {"description": "The model failed or its answer does not fit the request"},
+    504: {"description": "The model timed out"},
+}
+
+
+def create_app(
+    settings: JevSettings | None = None, *, client: anthropic.AsyncAnthropic | None = None
+) -> FastAPI:
+    """Build the service. Without arguments, settings come from the environment at startup
+    and the Anthropic client is built (and closed) by the app itself."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        config = settings or JevSettings()
+        async with httpx2.AsyncClient() as http:
+            model = client or anthropic_client(
+                http, timeout_s=config.jev_timeout_s, max_retries=config.jev_max_retries
+            )
+            app.state.decider = AnthropicDecider(
+                model, model=config.jev_model, timeout_s=config.jev_timeout_s
+            )
+            app.state.api_key = config.jev_api_key
+            yield
+
+    app = FastAPI(title="Jev decision service", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def require_key(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        # Checked before the body is read, so an unauthenticated caller learns nothing.
+        if request.url.path != "/healthz" and not _authorized(request):
+            return JSONResponse({"detail": "unauthorized"}, status_code=401)
+        return await call_next(request)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/decide", responses=_ANSWERS)
+    async def decide(body: DecideRequest, request: Request) -> JSONResponse:
+        decider: AnthropicDecider = request.app.state.decider
+        try:
+            value = await decider.decide(body.question, body.prompt, body.options)
+        except ModelTimeout as exc:
+            log.warning("decision timed out", extra={"question": body.question.value})
+            return JSONResponse({"detail": str(exc)}, status_code=504)
+        except NoDecision as exc:
+            log.warning(
+                "decision failed",
+                extra={"question": body.question.value, "outcome": exc.reason.value},
+            )
+            return JSONResponse({"detail": str(exc)}, status_code=502)
+        log.info("decision", extra={"question": body.question.value, "answer": value})
+        return JSONResponse(answer_body(body.kind, value))
+
+    return app
+
+
+def _authorized(request: Request) -> bool:
+    expected = getattr(request.app.state, "api_key", None)
+    if expected is None:
+        return True
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    secret: str = expected.get_secret_value()
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode(), secret.encode()
+    )
+
+
+app = create_app()
