@@ -1,0 +1,255 @@
+"""Async client for the Discord REST calls the bot makes: per-route rate-limit buckets, retries
+with backoff, typed errors, and idempotent (nonce-enforced) message posting."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from app.discord.errors import DiscordError, DiscordRateLimited, DiscordUnavailable, error_for
+from app.discord.split import message_nonce, split_message
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "DiscordBot (https://github.com/companion-bot/companion-bot, 0.1)"
+REQUEST_TIMEOUT = 10.0
+# A 429 asking for a longer pause than this fails the call instead of parking a worker.
+MAX_RATE_LIMIT_WAIT = 60.0
+ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+_CUSTOM_EMOJI_MARKUP = re.compile(r"<a?:(?P<name>\w+):(?P<id>\d+)>")
+_CUSTOM_EMOJI = re.compile(r"(?:a:)?(?P<name>\w+):(?P<id>\d+)")
+
+
+def emoji_path(emoji: str) -> str:
+    """The path segment for a reaction: custom emoji as ``name:id``, unicode percent-encoded."""
+    text = emoji.strip()
+    match = _CUSTOM_EMOJI_MARKUP.fullmatch(text) or _CUSTOM_EMOJI.fullmatch(text)
+    if match:
+        return f"{match['name']}:{match['id']}"
+    return quote(text, safe="")
+
+
+def backoff_delay(attempt: int) -> float:
+    """Pause after failed attempt ``attempt`` (1-based) on a 5xx or transport error."""
+    return float(min(0.5 * 2 ** (attempt - 1), 8.0))
+
+
+@dataclass(frozen=True)
+class _Route:
+    method: str
+    template: str  # e.g. "/channels/{channel_id}/messages", used in errors and logs
+    path: str  # the concrete, encoded path
+    bucket: str  # method + template + major parameter: one rate-limit bucket
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.template}"
+
+
+def _route(method: str, template: str, path: str, channel_id: int | None = None) -> _Route:
+    # The channel is Discord's "major parameter": each channel has its own buckets.
+    return _Route(method, template, path, f"{method} {template} {channel_id or ''}")
+
+
+class DiscordClient:
+    """Calls Discord through ``http``; ``sleep`` and ``clock`` are injectable for tests."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        token: str,
+        api_base: str,
+        max_attempts: int = 4,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+        timeout: float = REQUEST_TIMEOUT,
+        max_rate_limit_wait: float = MAX_RATE_LIMIT_WAIT,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self._http = http
+        self._token = token
+        self._base = api_base.rstrip("/")
+        self._max_attempts = max_attempts
+        self._sleep = sleep
+        self._clock = clock
+        self._timeout = timeout
+        self._max_wait = max_rate_limit_wait
+        self._headers = {"Authorization": f"Bot {token}", "User-Agent": USER_AGENT}
+        self._reset_at: dict[str, float] = {}  # bucket -> clock time its quota comes back
+        self._global_until = 0.0
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._dm_channels: dict[int, int] = {}
+
+    def __repr__(self) -> str:
+        return f"DiscordClient(api_base={self._base!r})"
+
+    async def get_me(self) -> dict[str, Any]:
+        data: dict[str, Any] = await self._request(_route("GET", "/users/@me", "/users/@me"))
+        return data
+
+    async def get_gateway(self) -> dict[str, Any]:
+        route = _route("GET", "/gateway/bot", "/gateway/bot")
+        data: dict[str, Any] = await self._request(route)
+        return data
+
+    async def send_message(
+        self, channel_id: int, content: str, *, nonce_key: str, reply_to: int | None = None
+    ) -> list[int]:
+        """Post ``content`` (split over 2000 characters) in order; return the message ids.
+
+        Retrying with the same ``nonce_key`` returns the earlier messages instead of new ones.
+        Blank content posts nothing and returns ``[]``."""
+        template = "/channels/{channel_id}/messages"
+        route = _route("POST", template, f"/channels/{channel_id}/messages", channel_id)
+        ids: list[int] = []
+        for index, part in enumerate(split_message(content)):
+            body: dict[str, Any] = {
+                "content": part,
+                "allowed_mentions": ALLOWED_MENTIONS,
+                "nonce": message_nonce(nonce_key, channel_id, index),
+                "enforce_nonce": True,
+            }
+            if index == 0 and reply_to is not None:
+                body["message_reference"] = {
+                    "message_id": str(reply_to),
+                    "fail_if_not_exists": False,
+                }
+            data = await self._request(route, body)
+            ids.append(int(data["id"]))
+        return ids
+
+    async def add_reaction(self, channel_id: int, message_id: int, emoji: str) -> None:
+        # All reactions in a channel share one bucket, whatever the message or emoji.
+        template = "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me"
+        path = f"/channels/{channel_id}/messages/{message_id}/reactions/{emoji_path(emoji)}/@me"
+        await self._request(_route("PUT", template, path, channel_id))
+
+    async def open_dm(self, user_id: int) -> int:
+        """The DM channel with ``user_id`` (opened once, then remembered)."""
+        if user_id not in self._dm_channels:
+            route = _route("POST", "/users/@me/channels", "/users/@me/channels")
+            data = await self._request(route, {"recipient_id": str(user_id)})
+            self._dm_channels[user_id] = int(data["id"])
+        return self._dm_channels[user_id]
+
+    async def send_dm(self, user_id: int, content: str, *, nonce_key: str) -> list[int]:
+        """Raises ``DiscordDMClosed`` when the user does not accept DMs from the bot."""
+        channel_id = await self.open_dm(user_id)
+        return await self.send_message(channel_id, content, nonce_key=nonce_key)
+
+    async def _request(self, route: _Route, body: dict[str, Any] | None = None) -> Any:
+        # One call at a time per bucket, so a quota seen by one call holds for the next.
+        async with self._locks[route.bucket]:
+            failure: DiscordError | None = None
+            for attempt in range(1, self._max_attempts + 1):
+                await self._wait_for(route.bucket)
+                outcome = await self._attempt(route, body)
+                if isinstance(outcome, httpx.Response):
+                    return outcome.json() if outcome.content else None
+                failure = outcome
+                log.warning(
+                    "discord call failed, retrying",
+                    extra={"route": route.label, "status": outcome.status, "attempt": attempt},
+                )
+                # A 429 already set the bucket's (or the global) pause; others back off.
+                if attempt < self._max_attempts and not isinstance(outcome, DiscordRateLimited):
+                    await self._sleep(backoff_delay(attempt))
+            assert failure is not None
+            raise failure
+
+    async def _attempt(
+        self, route: _Route, body: dict[str, Any] | None
+    ) -> httpx.Response | DiscordError:
+        """One HTTP call: the response on success, a retryable error, or raise a final one."""
+        try:
+            response = await self._http.request(
+                route.method,
+                self._base + route.path,
+                json=body,
+                headers=self._headers,
+                timeout=self._timeout,
+            )
+        except httpx.TransportError as exc:
+            return DiscordUnavailable(f"{route.label}: no response ({type(exc).__name__})")
+        self._note_quota(route.bucket, response)
+        status = response.status_code
+        if status < 400:
+            return response
+        code, text = _error_body(response)
+        error = error_for(status, code, self._safe(f"{route.label} -> {status} ({code}): {text}"))
+        if status == 429:
+            self._note_rate_limit(route.bucket, response, error)
+            return error
+        if status >= 500:
+            return error
+        raise error
+
+    async def _wait_for(self, bucket: str) -> None:
+        wait = max(self._reset_at.pop(bucket, 0.0), self._global_until) - self._clock()
+        if wait > 0:
+            await self._sleep(wait)
+
+    def _note_quota(self, bucket: str, response: httpx.Response) -> None:
+        """Remember an exhausted bucket (``X-RateLimit-Remaining: 0``) until it resets."""
+        if response.headers.get("x-ratelimit-remaining") != "0":
+            return
+        reset_after = _float(response.headers.get("x-ratelimit-reset-after"))
+        if reset_after is not None:
+            self._reset_at[bucket] = self._clock() + reset_after
+
+    def _note_rate_limit(self, bucket: str, response: httpx.Response, error: DiscordError) -> None:
+        data = _json(response)
+        retry_after = _float(data.get("retry_after"))
+        if retry_after is None:
+            retry_after = _float(response.headers.get("retry-after")) or 1.0
+        if retry_after > self._max_wait:
+            raise error
+        until = self._clock() + retry_after
+        if data.get("global") is True or response.headers.get("x-ratelimit-global") == "true":
+            self._global_until = max(self._global_until, until)
+        else:
+            self._reset_at[bucket] = until
+
+    def _safe(self, text: str) -> str:
+        return text.replace(self._token, "[token]") if self._token else text
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _error_body(response: httpx.Response) -> tuple[int | None, str]:
+    """Discord's ``{"code": 50007, "message": "..."}``, tolerating proxies' HTML pages."""
+    data = _json(response)
+    code = data.get("code")
+    message = data.get("message")
+    return (
+        code if isinstance(code, int) else None,
+        message[:200] if isinstance(message, str) else response.reason_phrase,
+    )
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,410 @@
+"""A local fake of the Discord REST API for tests, benchmarks and offline development.
+
+It speaks the wire format of the calls the bot makes (auth, message create with
+``enforce_nonce``, reactions, DM channels, JSON error codes, 429 bodies and rate-limit
+headers), records every call in order, and takes injected faults. Serve ``FakeDiscord().app``
+(e.g. with ``tests/support/servers.serve``) and point ``DISCORD_API_BASE`` at it."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from app.discord.errors import (
+    CANNOT_DM_USER,
+    INVALID_FORM_BODY,
+    MISSING_ACCESS,
+    UNKNOWN_CHANNEL,
+    UNKNOWN_MESSAGE,
+)
+
+DISCORD_EPOCH_MS = 1_420_070_400_000
+_MESSAGES = re.compile(r"/channels/(\d+)/messages")
+_REACTION = re.compile(r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as received: ``path`` is the raw (still percent-encoded) path."""
+
+    method: str
+    path: str
+    json: Any
+    at: float  # time.monotonic() on arrival
+    status: int  # the status the fake answered with
+
+
+@dataclass(frozen=True)
+class Reaction:
+    channel_id: int
+    message_id: int
+    emoji: str  # decoded: "👍" or "name:id"
+
+
+@dataclass
+class Fault:
+    """An injected failure for the next ``count`` calls matching ``target``."""
+
+    target: str  # "POST /channels/5/messages" (method + path prefix) or "/channels/5" (any method)
+    status: int
+    retry_after: float | None = None
+    code: int | None = None
+    is_global: bool = False
+    count: int = 1
+
+    def matches(self, method: str, path: str) -> bool:
+        wanted_method, _, prefix = self.target.partition(" ")
+        if not prefix:
+            return path.startswith(wanted_method)
+        return method == wanted_method.upper() and path.startswith(prefix)
+
+
+@dataclass
+class FakeDiscord:
+    """State of the fake, all public for assertions.
+
+    ``messages`` holds every message the bot created, as Discord returns them (string ids);
+    ``reactions`` every (channel, message, emoji) reacted, once each; ``calls`` every request.
+    Channels need no creating; put ids in ``missing_access`` (403 50001) or
+    ``unknown_channels`` (404 10003) to make them fail, users in ``dm_closed`` to refuse DMs."""
+
+    token: str = "fake-token"
+    bot_user_id: int = 1000
+    bot_username: str = "companion"
+    gateway_url: str = "wss://gateway.discord.gg"
+    missing_access: set[int] = field(default_factory=set)
+    unknown_channels: set[int] = field(default_factory=set)
+    dm_closed: set[int] = field(default_factory=set)
+    # When true, reacting to or replying to an id the fake never saw gives 404 10008.
+    strict_messages: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    reactions: list[Reaction] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    dm_channels: dict[int, int] = field(default_factory=dict)  # user id -> DM channel id
+    faults: list[Fault] = field(default_factory=list)
+    _exhausted: list[tuple[str, float]] = field(default_factory=list)
+    _known_ids: set[int] = field(default_factory=set)
+    _last_id: int = 0
+
+    # -- set-up helpers ---------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        target: str,
+        status: int,
+        *,
+        retry_after: float | None = None,
+        code: int | None = None,
+        count: int = 1,
+        is_global: bool = False,
+    ) -> None:
+        """Answer the next ``count`` calls matching ``target`` with ``status``.
+
+        ``target`` is "METHOD /path-prefix" or just "/path-prefix". A 429 carries
+        ``retry_after`` (seconds, default 1.0) in its JSON body and headers; ``is_global``
+        makes it a global limit."""
+        if status == 429 and retry_after is None:
+            retry_after = 1.0
+        self.faults.append(Fault(target, status, retry_after, code, is_global, count))
+
+    def exhaust_next(self, target: str, reset_after: float) -> None:
+        """The next successful call matching ``target`` reports ``X-RateLimit-Remaining: 0``
+        with ``X-RateLimit-Reset-After: reset_after``."""
+        self._exhausted.append((target, reset_after))
+
+    def seed_message(self, channel_id: int, content: str, *, author_id: int) -> int:
+        """Record a message a user wrote (so ``strict_messages`` knows it); return its id."""
+        message = self._message(channel_id, content, author_id=author_id, username="user")
+        return int(message["id"])
+
+    def clear(self) -> None:
+        """Forget messages, reactions, calls and pending faults (keeps configuration)."""
+        self.messages.clear()
+        self.reactions.clear()
+        self.calls.clear()
+        self.faults.clear()
+        self._exhausted.clear()
+        self._known_ids.clear()
+
+    # -- assertion helpers ------------------------------------------------------------------
+
+    @property
+    def posted(self) -> list[dict[str, Any]]:
+        """Messages the bot posted, in order."""
+        return [m for m in self.messages if m["author"]["id"] == str(self.bot_user_id)]
+
+    def messages_in(self, channel_id: int) -> list[dict[str, Any]]:
+        return [m for m in self.posted if m["channel_id"] == str(channel_id)]
+
+    def texts_in(self, channel_id: int) -> list[str]:
+        return [m["content"] for m in self.messages_in(channel_id)]
+
+    def dms_to(self, user_id: int) -> list[dict[str, Any]]:
+        channel_id = self.dm_channels.get(user_id)
+        return [] if channel_id is None else self.messages_in(channel_id)
+
+    def reactions_on(self, message_id: int) -> list[str]:
+        return [r.emoji for r in self.reactions if r.message_id == message_id]
+
+    def calls_to(self, method: str, path_prefix: str = "/") -> list[Call]:
+        return [c for c in self.calls if c.method == method and c.path.startswith(path_prefix)]
+
+    # -- the app ----------------------------------------------------------------------------
+
+    @property
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+        async def handle(request: Request) -> Response:
+            body = await request.body()
+            data: Any = None
+            if body:
+                try:
+                    data = await request.json()
+                except ValueError:
+                    data = None
+            raw_path = request.scope.get("raw_path", b"").decode() or request.url.path
+            response = self._answer(request, unquote(raw_path), data)
+            self.calls.append(
+                Call(request.method, raw_path, data, time.monotonic(), response.status_code)
+            )
+            return response
+
+        return app
+
+    def _answer(self, request: Request, path: str, data: Any) -> Response:
+        method = request.method
+        if request.headers.get("authorization") != f"Bot {self.token}":
+            return _error(401, 0, "401: Unauthorized")
+        fault = self._take_fault(method, path)
+        if fault is not None:
+            return _fault_response(fault)
+        response = self._route(method, path, data)
+        return self._with_quota(method, path, response)
+
+    def _route(self, method: str, path: str, data: Any) -> Response:
+        if method == "GET" and path == "/users/@me":
+            return JSONResponse(self._bot_user())
+        if method == "GET" and path == "/gateway/bot":
+            return JSONResponse(self._gateway())
+        if method == "POST" and path == "/users/@me/channels":
+            return self._open_dm(data)
+        if method == "POST" and (match := _MESSAGES.fullmatch(path)):
+            return self._create_message(int(match[1]), data)
+        if method == "PUT" and (match := _REACTION.fullmatch(path)):
+            return self._react(int(match[1]), int(match[2]), match[3])
+        return _error(404, 0, "404: Not Found")
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.matches(method, path):
+                fault.count -= 1
+                if fault.count <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    def _with_quota(self, method: str, path: str, response: Response) -> Response:
+        response.headers["X-RateLimit-Limit"] = "5"
+        response.headers["X-RateLimit-Remaining"] = "4"
+        response.headers["X-RateLimit-Reset-After"] = "1.000"
+        if response.status_code >= 400:
+            return response
+        for entry in self._exhausted:
+            target, reset_after = entry
+            if Fault(target, 0).matches(method, path):
+                self._exhausted.remove(entry)
+                response.headers["X-RateLimit-Remaining"] = "0"
+                response.headers["X-RateLimit-Reset-After"] = f"{reset_after:.3f}"
+                break
+        return response
+
+    def _channel_error(self, channel_id: int) -> Response | None:
+        if channel_id in self.unknown_channels:
+            return _error(404, UNKNOWN_CHANNEL, "Unknown Channel")
+        if channel_id in self.missing_access:
+            return _error(403, MISSING_ACCESS, "Missing Access")
+        return None
+
+    def _create_message(self, channel_id: int, data: Any) -> Response:
+        if (failure := self._channel_error(channel_id)) is not None:
+            return failure
+        data = data if isinstance(data, dict) else {}
+        content = data.get("content") or ""
+        if not content:
+            return _error(400, 50006, "Cannot send an empty message")
+        if len(content) > 2000:
+            return _error(
+                400,
+                INVALID_FORM_BODY,
+                "Invalid Form Body",
+                errors={"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}},
+            )
+        recipient = next((u for u, c in self.dm_channels.items() if c == channel_id), None)
+        if recipient in self.dm_closed:
+            return _error(403, CANNOT_DM_USER, "Cannot send messages to this user")
+        nonce = data.get("nonce")
+        if data.get("enforce_nonce") and nonce is not None:
+            for earlier in self.posted:
+                if earlier["nonce"] == nonce:
+                    return JSONResponse(earlier)
+        reference = data.get("message_reference")
+        if self._dangling(reference):
+            if reference.get("fail_if_not_exists", True):
+                return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+            reference = None  # Discord posts it as a plain message instead
+        message = self._message(
+            channel_id,
+            content,
+            author_id=self.bot_user_id,
+            username=self.bot_username,
+            nonce=nonce,
+            reference=reference,
+            allowed_mentions=data.get("allowed_mentions"),
+        )
+        return JSONResponse(message)
+
+    def _dangling(self, reference: Any) -> bool:
+        """A reply to a message the fake never saw (only checked with ``strict_messages``)."""
+        if not self.strict_messages or not isinstance(reference, dict):
+            return False
+        return int(reference.get("message_id", 0)) not in self._known_ids
+
+    def _react(self, channel_id: int, message_id: int, emoji: str) -> Response:
+        if (failure := self._channel_error(channel_id)) is not None:
+            return failure
+        if self.strict_messages and message_id not in self._known_ids:
+            return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+        reaction = Reaction(channel_id, message_id, unquote(emoji))
+        if reaction not in self.reactions:
+            self.reactions.append(reaction)
+        return Response(status_code=204)
+
+    def _open_dm(self, data: Any) -> Response:
+        user_id = int(data["recipient_id"]) if isinstance(data, dict) else 0
+        if not user_id:
+            return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
+        if user_id not in self.dm_channels:
+            self.dm_channels[user_id] = self._snowflake()
+        return JSONResponse(
+            {
+                "id": str(self.dm_channels[user_id]),
+                "type": 1,
+                "last_message_id": None,
+                "recipients": [{"id": str(user_id), "username": f"user{user_id}"}],
+            }
+        )
+
+    def _message(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author_id: int,
+        username: str,
+        nonce: Any = None,
+        reference: dict[str, Any] | None = None,
+        allowed_mentions: Any = None,
+    ) -> dict[str, Any]:
+        message_id = self._snowflake()
+        message: dict[str, Any] = {
+            "id": str(message_id),
+            "channel_id": str(channel_id),
+            "type": 19 if reference else 0,
+            "content": content,
+            "author": {
+                "id": str(author_id),
+                "username": username,
+                "bot": author_id == self.bot_user_id,
+            },
+            "timestamp": datetime.now(UTC).isoformat(),
+            "nonce": nonce,
+            "message_reference": reference,
+            "allowed_mentions": allowed_mentions,
+            "mentions": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "tts": False,
+        }
+        self.messages.append(message)
+        self._known_ids.add(message_id)
+        return message
+
+    def _snowflake(self) -> int:
+        """Increasing ids shaped like Discord's (milliseconds since 2015 in the high bits)."""
+        stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+        self._last_id = max(self._last_id + 1, stamp)
+        return self._last_id
+
+    def _bot_user(self) -> dict[str, Any]:
+        return {
+            "id": str(self.bot_user_id),
+            "username": self.bot_username,
+            "discriminator": "0",
+            "global_name": None,
+            "avatar": None,
+            "bot": True,
+            "flags": 0,
+        }
+
+    def _gateway(self) -> dict[str, Any]:
+        return {
+            "url": self.gateway_url,
+            "shards": 1,
+            "session_start_limit": {
+                "total": 1000,
+                "remaining": 999,
+                "reset_after": 14_400_000,
+                "max_concurrency": 1,
+            },
+        }
+
+
+def _error(status: int, code: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"code": code, "message": message, **extra}, status_code=status)
+
+
+def _fault_response(fault: Fault) -> Response:
+    if fault.status == 429:
+        retry_after = fault.retry_after or 1.0
+        scope = "global" if fault.is_global else "user"
+        headers = {"Retry-After": str(math.ceil(retry_after)), "X-RateLimit-Scope": scope}
+        if fault.is_global:
+            headers["X-RateLimit-Global"] = "true"
+        else:
+            headers["X-RateLimit-Remaining"] = "0"
+            headers["X-RateLimit-Reset-After"] = f"{retry_after:.3f}"
+        body = {
+            "message": "You are being rate limited.",
+            "retry_after": retry_after,
+            "global": fault.is_global,
+            "code": 0,
+        }
+        return JSONResponse(body, status_code=429, headers=headers)
+    code = fault.code if fault.code is not None else 0
+    return _error(fault.status, code, _default_message(fault.status, code))
+
+
+def _default_message(status: int, code: int) -> str:
+    known = {
+        MISSING_ACCESS: "Missing Access",
+        CANNOT_DM_USER: "Cannot send messages to this user",
+        UNKNOWN_CHANNEL: "Unknown Channel",
+        UNKNOWN_MESSAGE: "Unknown Message",
+        50013: "Missing Permissions",
+    }
+    if code in known:
+        return known[code]
+    return {500: "500: Internal Server Error", 502: "502: Bad Gateway"}.get(
+        status, f"{status}: Error"
+    )
