@@ -1,0 +1,40 @@
+"""The task path's prompt (seed 002): persona as system prompt, one user message per task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TASK_RULES = (
+    "You are handling a task a member asked for in a Discord channel. Use the tools when they "
+    "help; a tool error means that attempt failed, so try another way or say what you could "
+    "not do. Your final answer is posted as one Discord message, as is: no preamble, no "
+    "description of the steps you took, no work log, just the result, under 2,000 characters."
+)
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    channel_id: int
+    requester_name: str  # the member who asked (display name)
+    request: str  # their message text
+    recent_lines: list[str]  # the channel's last ten lines, oldest first, "Name: text"
+    persona: str  # full persona system text, added as system prompt every turn
+
+
+def system_blocks(persona: str) -> list[dict[str, Any]]:
+    """The task rules, then the persona last (the seed's beforeTurn hook, on every call)."""
+    return [{"type": "text", "text": TASK_RULES}, {"type": "text", "text": persona}]
+
+
+def task_message(request: TaskRequest) -> str:
+    """The last ten lines of the channel and a sentence naming the request and who asked."""
+    lines = "\n".join(request.recent_lines[-10:]) or "(no earlier messages)"
+    return (
+        f"Recent messages in this channel, oldest first:\n{lines}\n\n"
+        f"{request.requester_name} asked you to do this: {request.request}"
+    )
+
+
+def final_text(content: list[dict[str, Any]]) -> str:
+    return "\n".join(b["text"] for b in content if b.get("type") == "text").strip()
