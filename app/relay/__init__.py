@@ -1,0 +1,1 @@
+"""The gateway relay: holds the Discord gateway connection and POSTs dispatch frames to /webhook."""

@@ -1,0 +1,254 @@
+"""A small Discord gateway client: HELLO, heartbeats, IDENTIFY/RESUME, reconnects.
+
+It hands every dispatch frame, with its raw text, to a callback and awaits it, so a slow
+consumer slows the socket reader instead of piling frames up in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, WebSocketException
+
+from app.relay.frames import INTENTS, backoff_delay, connect_url, parse_payload
+from app.relay.metrics import RelayMetrics
+
+log = logging.getLogger(__name__)
+# websockets logs frames (the IDENTIFY carries the token) at DEBUG: keep it quiet whatever
+# the root level is.
+_ws_log = logging.getLogger("app.relay.websocket")
+_ws_log.setLevel(logging.INFO)
+
+OP_DISPATCH = 0
+OP_HEARTBEAT = 1
+OP_IDENTIFY = 2
+OP_RESUME = 6
+OP_RECONNECT = 7
+OP_INVALID_SESSION = 9
+OP_HELLO = 10
+OP_HEARTBEAT_ACK = 11
+
+# Close codes after which reconnecting cannot help (bad token, bad intents, sharding).
+FATAL_CLOSE_CODES = frozenset({4004, 4010, 4011, 4012, 4013, 4014})
+# Close codes after which the session cannot be resumed: identify afresh.
+SESSION_LOST_CLOSE_CODES = frozenset({4007, 4009})
+# Closing with 1000/1001 ends the session on Discord's side; any other code keeps it resumable.
+RESUMABLE_CLOSE = 4000
+
+OnDispatch = Callable[[dict[str, Any], str | bytes], Awaitable[None]]
+GatewayUrl = Callable[[], Awaitable[str]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class GatewayFatal(Exception):
+    """The gateway refused us for a reason a reconnect cannot fix."""
+
+
+class ProtocolViolation(Exception):
+    """The gateway said something out of protocol (no HELLO first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayTuning:
+    hello_timeout_s: float = 20.0
+    open_timeout_s: float = 20.0
+    reconnect_base_s: float = 1.0
+    reconnect_max_s: float = 60.0
+    invalid_session_min_s: float = 1.0
+    invalid_session_max_s: float = 5.0
+    max_frame_bytes: int = 64 * 1024 * 1024
+
+
+class GatewayClient:
+    def __init__(
+        self,
+        *,
+        token: SecretStr,
+        gateway_url: GatewayUrl,
+        on_dispatch: OnDispatch,
+        metrics: RelayMetrics,
+        intents: int = INTENTS,
+        tuning: GatewayTuning | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._token = token
+        self._gateway_url = gateway_url
+        self._on_dispatch = on_dispatch
+        self._metrics = metrics
+        self._intents = intents
+        self._tuning = tuning or GatewayTuning()
+        self._sleep = sleep
+        self._rand = rand
+        self.session_id: str | None = None
+        self.resume_url: str | None = None
+        self.seq: int | None = None
+        self._acked = True
+        self._zombie = False
+        self._connections = 0
+
+    def __repr__(self) -> str:
+        return f"GatewayClient(session_id={self.session_id!r}, seq={self.seq!r})"
+
+    async def run(self) -> None:
+        """Stay connected until cancelled; raises GatewayFatal when Discord refuses us."""
+        failures = 0
+        while True:
+            if self._connections:
+                self._metrics.reconnects.inc()
+            self._connections += 1
+            try:
+                ready = await self._connect_and_serve()
+            except (OSError, TimeoutError, WebSocketException, httpx.HTTPError) as exc:
+                ready = False
+                log.warning("gateway connection failed", extra={"error": type(exc).__name__})
+            except ProtocolViolation as exc:
+                ready = False
+                log.warning("gateway protocol violation", extra={"error": str(exc)})
+            failures = 0 if ready else failures + 1
+            if failures:
+                delay = backoff_delay(
+                    failures - 1, self._tuning.reconnect_base_s, self._tuning.reconnect_max_s
+                )
+                log.info("gateway reconnect after backoff", extra={"delay_s": round(delay, 3)})
+                await self._sleep(delay)
+
+    def _can_resume(self) -> bool:
+        return self.session_id is not None and self.resume_url is not None and self.seq is not None
+
+    def _forget_session(self) -> None:
+        self.session_id = self.resume_url = None
+        self.seq = None
+
+    async def _connect_and_serve(self) -> bool:
+        """One connection's life; True when it reached READY or RESUMED."""
+        resume = self._can_resume()
+        base = self.resume_url if resume and self.resume_url else await self._gateway_url()
+        async with connect(
+            connect_url(base),
+            compression=None,
+            open_timeout=self._tuning.open_timeout_s,
+            max_size=self._tuning.max_frame_bytes,
+            logger=_ws_log,
+        ) as ws:
+            return await self._serve(ws, resume=resume)
+
+    async def _serve(self, ws: ClientConnection, *, resume: bool) -> bool:
+        hello = parse_payload(await asyncio.wait_for(ws.recv(), self._tuning.hello_timeout_s))
+        if hello is None or hello.get("op") != OP_HELLO:
+            raise ProtocolViolation("the gateway did not start with HELLO")
+        interval = float(hello["d"]["heartbeat_interval"]) / 1000.0
+        self._acked, self._zombie = True, False
+        heartbeat = asyncio.create_task(self._heartbeat(ws, interval))
+        try:
+            await ws.send(json.dumps(self._resume() if resume else self._identify()))
+            return await self._read(ws)
+        finally:
+            heartbeat.cancel()
+            with suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _read(self, ws: ClientConnection) -> bool:
+        ready = False
+        while True:
+            try:
+                raw = await ws.recv()
+            except ConnectionClosed as exc:
+                if not self._zombie:
+                    self._on_closed(exc)
+                return ready
+            payload = parse_payload(raw)
+            if payload is None:
+                log.warning("gateway sent a frame that is not a JSON object; skipped")
+                continue
+            op = payload.get("op")
+            if op == OP_DISPATCH:
+                ready = self._on_session_event(payload) or ready
+                await self._on_dispatch(payload, raw)
+                if isinstance(payload.get("s"), int):
+                    self.seq = payload["s"]
+            elif op == OP_HEARTBEAT:
+                await ws.send(json.dumps({"op": OP_HEARTBEAT, "d": self.seq}))
+            elif op == OP_HEARTBEAT_ACK:
+                self._acked = True
+            elif op == OP_RECONNECT:
+                log.info("gateway asked us to reconnect")
+                await ws.close(code=RESUMABLE_CLOSE)
+                return ready
+            elif op == OP_INVALID_SESSION:
+                await self._invalid_session(ws, resumable=payload.get("d") is True)
+                return ready
+
+    def _on_session_event(self, payload: dict[str, Any]) -> bool:
+        t, data = payload.get("t"), payload.get("d")
+        if t == "READY" and isinstance(data, dict):
+            self.session_id = data.get("session_id")
+            self.resume_url = data.get("resume_gateway_url")
+            log.info("gateway session ready")
+            return True
+        if t == "RESUMED":
+            log.info("gateway session resumed", extra={"seq": self.seq})
+            return True
+        return False
+
+    async def _invalid_session(self, ws: ClientConnection, *, resumable: bool) -> None:
+        log.info("gateway session invalidated", extra={"resumable": resumable})
+        if not resumable:
+            self._forget_session()
+        await ws.close(code=RESUMABLE_CLOSE)
+        low, high = self._tuning.invalid_session_min_s, self._tuning.invalid_session_max_s
+        await self._sleep(low + (high - low) * self._rand())
+
+    def _on_closed(self, exc: ConnectionClosed) -> None:
+        code = exc.rcvd.code if exc.rcvd is not None else None
+        log.info("gateway closed the connection", extra={"code": code})
+        if code in FATAL_CLOSE_CODES:
+            raise GatewayFatal(f"the gateway closed with code {code}; not reconnecting")
+        if code in SESSION_LOST_CLOSE_CODES:
+            self._forget_session()
+
+    async def _heartbeat(self, ws: ClientConnection, interval: float) -> None:
+        # The first beat is jittered so many clients restarting together do not beat together.
+        await self._sleep(interval * self._rand())
+        try:
+            while True:
+                if not self._acked:
+                    log.warning("gateway heartbeat not acknowledged; reconnecting")
+                    self._zombie = True
+                    await ws.close(code=RESUMABLE_CLOSE)
+                    return
+                self._acked = False
+                await ws.send(json.dumps({"op": OP_HEARTBEAT, "d": self.seq}))
+                await self._sleep(interval)
+        except ConnectionClosed:
+            return
+
+    def _identify(self) -> dict[str, Any]:
+        return {
+            "op": OP_IDENTIFY,
+            "d": {
+                "token": self._token.get_secret_value(),
+                "intents": self._intents,
+                "properties": {"os": sys.platform, "browser": "relay", "device": "relay"},
+            },
+        }
+
+    def _resume(self) -> dict[str, Any]:
+        return {
+            "op": OP_RESUME,
+            "d": {
+                "token": self._token.get_secret_value(),
+                "session_id": self.session_id,
+                "seq": self.seq,
+            },
+        }

@@ -1,0 +1,48 @@
+"""Prometheus metrics of the relay, on a registry of its own so tests can read fresh counts."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class RelayMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.received = Counter(
+            "relay_frames_received",
+            "Dispatch frames received from the gateway, by type.",
+            ["t"],
+            registry=self.registry,
+        )
+        self.forwarded = Counter(
+            "relay_frames_forwarded",
+            "Frames the webhook acknowledged with a 2xx.",
+            registry=self.registry,
+        )
+        self.retried = Counter(
+            "relay_delivery_retries",
+            "Webhook delivery attempts that will be retried, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.dropped = Counter(
+            "relay_frames_dropped",
+            "Frames given up on, by reason (rejected by the webhook, left at shutdown).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "relay_queue_depth",
+            "Frames queued or in flight to the webhook.",
+            registry=self.registry,
+        )
+        self.reconnects = Counter(
+            "relay_gateway_reconnects",
+            "Gateway connections opened after the first one.",
+            registry=self.registry,
+        )
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value (0 when never set); for tests and debugging."""
+        found = self.registry.get_sample_value(name, labels)
+        return found if found is not None else 0.0
