@@ -1,0 +1,155 @@
+"""Memory tests' world: FakeJev, FakeAnthropic and FakeDiscord on real local ports, and the
+real clients (HttpDecider, AnthropicChat, DiscordClient) over them, bundled as Services."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anthropic
+import httpx
+from sqlalchemy import select
+
+from app.chat.anthropic import AnthropicChat
+from app.chat.fake import FakeAnthropic
+from app.config import Settings
+from app.db import SessionFactory
+from app.decision.client import HttpDecider
+from app.decision.fake import FakeJev
+from app.discord.client import DiscordClient
+from app.discord.fake import FakeDiscord
+from app.memory.exchange import Exchange, Line
+from app.models.memory import Memory, MemoryLog
+from app.models.messages import Message
+from app.services import Services
+from tests.support.servers import serve
+
+BOT_ID = 1000
+
+
+@dataclass
+class RecordingQueue:
+    """The JobQueue seam, recording instead of enqueuing (memory work enqueues nothing)."""
+
+    jobs: list[tuple[str, tuple[object, ...], str | None]] = field(default_factory=list)
+
+    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
+        self.jobs.append((job, args, job_id))
+        return True
+
+
+@dataclass
+class MemoryEnv:
+    services: Services
+    jev: FakeJev
+    model: FakeAnthropic
+    discord: FakeDiscord
+    sessions: SessionFactory
+
+
+@asynccontextmanager
+async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[MemoryEnv]:
+    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    async with (
+        serve(jev.app) as jev_url,
+        serve(model.app) as model_url,
+        serve(discord.app) as discord_url,
+        httpx.AsyncClient() as http,
+    ):
+        sdk = anthropic.AsyncAnthropic(
+            api_key="test-key", base_url=model_url, max_retries=0, timeout=10.0
+        )
+        services = Services(
+            settings=settings,
+            sessions=sessions,
+            discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
+            decider=HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0),
+            chat=AnthropicChat(sdk, model="fake-model"),
+            queue=RecordingQueue(),
+            bot_user_id=BOT_ID,
+        )
+        try:
+            yield MemoryEnv(services, jev, model, discord, sessions)
+        finally:
+            await sdk.close()
+
+
+# -- writer replies -------------------------------------------------------------------------
+
+
+def fact(text: str, subject: str = "speaker") -> str:
+    return json.dumps({"subject": subject, "fact": text})
+
+
+def writer_request_text(body: dict[str, Any]) -> str:
+    """The one user turn the writer was sent."""
+    return str(body["messages"][0]["content"])
+
+
+# -- data helpers ---------------------------------------------------------------------------
+
+
+def exchange(speaker_id: int, speaker_name: str, *said: str, bot_says: str = "Nice!") -> Exchange:
+    lines = [Line(speaker_id, speaker_name, False, text) for text in said]
+    lines.append(Line(BOT_ID, "companion", True, bot_says))
+    return Exchange(speaker_id=speaker_id, speaker_name=speaker_name, lines=tuple(lines))
+
+
+async def add_memory(
+    sessions: SessionFactory, user_id: int, content: str, *, age_days: float = 0
+) -> int:
+    """Insert a memory directly (as an acceptance test may) and return its id."""
+    moment = datetime.now(UTC) - timedelta(days=age_days)
+    async with sessions() as session, session.begin():
+        memory = Memory(user_id=user_id, content=content, created_at=moment, updated_at=moment)
+        session.add(memory)
+        await session.flush()
+        return memory.id
+
+
+async def add_message(
+    sessions: SessionFactory,
+    *,
+    id: int,
+    channel_id: int,
+    author_id: int,
+    author_name: str,
+    content: str,
+    at: datetime,
+    is_bot: bool = False,
+    deleted: bool = False,
+) -> None:
+    async with sessions() as session, session.begin():
+        session.add(
+            Message(
+                id=id,
+                channel_id=channel_id,
+                guild_id=1,
+                author_id=author_id,
+                author_name=author_name,
+                is_bot=is_bot,
+                content=content,
+                created_at=at,
+                deleted_at=at if deleted else None,
+            )
+        )
+
+
+async def memories_of(sessions: SessionFactory, user_id: int) -> dict[int, str]:
+    async with sessions() as session:
+        rows = await session.scalars(select(Memory).where(Memory.user_id == user_id))
+        return {m.id: m.content for m in rows}
+
+
+async def all_memories(sessions: SessionFactory) -> list[Memory]:
+    async with sessions() as session:
+        return list((await session.scalars(select(Memory).order_by(Memory.id))).all())
+
+
+async def ledger_rows(sessions: SessionFactory) -> list[MemoryLog]:
+    async with sessions() as session:
+        return list((await session.scalars(select(MemoryLog).order_by(MemoryLog.id))).all())
