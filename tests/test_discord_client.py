@@ -220,6 +220,13 @@ async def test_resending_the_same_parts_creates_no_duplicates(rig: Rig) -> None:
     assert other != first[:1] and len(rig.fake.posted) == 3
 
 
+async def test_a_retry_after_a_lost_response_does_not_post_twice(rig: Rig) -> None:
+    rig.fake.fail_next("POST /channels/5/messages", 502, after=True)
+    ids = await rig.client().send_message(5, "hi", nonce_key="ev-20")
+    assert rig.statuses() == [502, 200]
+    assert [int(m["id"]) for m in rig.fake.posted] == ids and len(ids) == 1
+
+
 @pytest.mark.parametrize(
     ("emoji", "segment", "recorded"),
     [

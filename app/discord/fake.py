@@ -59,6 +59,7 @@ class Fault:
     code: int | None = None
     is_global: bool = False
     count: int = 1
+    after: bool = False  # handle the call first, then fail (the response is "lost")
 
     def matches(self, method: str, path: str) -> bool:
         wanted_method, _, prefix = self.target.partition(" ")
@@ -105,15 +106,17 @@ class FakeDiscord:
         code: int | None = None,
         count: int = 1,
         is_global: bool = False,
+        after: bool = False,
     ) -> None:
         """Answer the next ``count`` calls matching ``target`` with ``status``.
 
         ``target`` is "METHOD /path-prefix" or just "/path-prefix". A 429 carries
         ``retry_after`` (seconds, default 1.0) in its JSON body and headers; ``is_global``
-        makes it a global limit."""
+        makes it a global limit. With ``after`` the call takes effect first (a message is
+        created) and only its response fails, as when a connection drops mid-reply."""
         if status == 429 and retry_after is None:
             retry_after = 1.0
-        self.faults.append(Fault(target, status, retry_after, code, is_global, count))
+        self.faults.append(Fault(target, status, retry_after, code, is_global, count, after))
 
     def exhaust_next(self, target: str, reset_after: float) -> None:
         """The next successful call matching ``target`` reports ``X-RateLimit-Remaining: 0``
@@ -186,9 +189,11 @@ class FakeDiscord:
         if request.headers.get("authorization") != f"Bot {self.token}":
             return _error(401, 0, "401: Unauthorized")
         fault = self._take_fault(method, path)
-        if fault is not None:
+        if fault is not None and not fault.after:
             return _fault_response(fault)
         response = self._route(method, path, data)
+        if fault is not None:
+            return _fault_response(fault)
         return self._with_quota(method, path, response)
 
     def _route(self, method: str, path: str, data: Any) -> Response:
