@@ -1,0 +1,165 @@
+"""Admin endpoints: roll back a nightly run, start one now, and list runs (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
+from fastapi.responses import JSONResponse
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.admin.auth import require_admin
+from app.admin.schemas import (
+    AlreadyRanBody,
+    AlreadyRolledBackBody,
+    ErrorBody,
+    NightlyRunBody,
+    NightlyStartedBody,
+    RollbackReport,
+    RollbackRequest,
+    RunSummary,
+    SkippedChange,
+    StyleRevision,
+)
+from app.db import SessionFactory
+from app.kit.clock import utcnow
+from app.kit.queue import JobQueue
+from app.memory.nightly import AlreadyRan, start_nightly_run
+from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
+from app.models.nightly import NightlyRun, StyleOverride
+from app.web import get_queue, get_sessions
+
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
+    503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},
+}
+
+router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
+
+Sessions = Annotated[SessionFactory, Depends(get_sessions)]
+RunId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+
+
+def _report(result: RollbackResult) -> RollbackReport:
+    plan = result.plan
+    return RollbackReport(
+        run_id=result.run_id,
+        dry_run=result.dry_run,
+        deleted=plan.deleted,
+        restored=plan.restored,
+        reinserted=plan.reinserted,
+        skipped=[
+            SkippedChange(memory_id=s.memory_id, action=s.action, reason=s.reason)
+            for s in plan.skipped
+        ],
+    )
+
+
+@router.post(
+    "/memory/rollback",
+    response_model=RollbackReport,
+    responses={
+        404: {"model": ErrorBody, "description": "no such run (or no run yet)"},
+        409: {"model": AlreadyRolledBackBody, "description": "the run is already rolled back"},
+    },
+    summary="Undo a nightly run (the latest when no runId is given)",
+)
+async def rollback(
+    sessions: Sessions, body: Annotated[RollbackRequest | None, Body()] = None
+) -> RollbackReport | JSONResponse:
+    request = body or RollbackRequest()
+    try:
+        result = await rollback_run(sessions, request.run_id, dry_run=request.dry_run)
+    except RunNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except AlreadyRolledBack as exc:
+        conflict = AlreadyRolledBackBody(run_id=exc.run_id)
+        return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+    return _report(result)
+
+
+@router.post(
+    "/nightly/run",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=NightlyStartedBody,
+    responses={409: {"model": AlreadyRanBody, "description": "today already has a live run"}},
+    summary="Run the nightly consolidation now, over the 24 hours before the request",
+)
+async def run_nightly(
+    sessions: Sessions, queue: Annotated[JobQueue, Depends(get_queue)]
+) -> NightlyStartedBody | JSONResponse:
+    outcome = await start_nightly_run(sessions, queue, now=utcnow())
+    if isinstance(outcome, AlreadyRan):
+        conflict = AlreadyRanBody(run_id=outcome.run_id)
+        return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+    return NightlyStartedBody(run_id=outcome.run_id, day=outcome.day)
+
+
+@router.get(
+    "/nightly/runs", response_model=list[NightlyRunBody], summary="Nightly runs, newest first"
+)
+async def list_runs(
+    sessions: Sessions, limit: Annotated[int, Query(ge=1, le=500)] = 50
+) -> list[NightlyRunBody]:
+    async with sessions() as session:
+        runs = list(
+            await session.scalars(select(NightlyRun).order_by(NightlyRun.id.desc()).limit(limit))
+        )
+        styles = await _styles(session, [run.id for run in runs])
+    return [_run_body(run, styles.get(run.id)) for run in runs]
+
+
+@router.get(
+    "/nightly/runs/{run_id}",
+    response_model=NightlyRunBody,
+    responses={404: {"model": ErrorBody, "description": "no such run"}},
+    summary="One nightly run with its summary",
+)
+async def get_run(sessions: Sessions, run_id: RunId) -> NightlyRunBody:
+    async with sessions() as session:
+        run = await session.get(NightlyRun, run_id)
+        if run is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no nightly run {run_id}")
+        styles = await _styles(session, [run.id])
+    return _run_body(run, styles.get(run.id))
+
+
+async def _styles(session: AsyncSession, run_ids: list[int]) -> dict[int, StyleOverride]:
+    if not run_ids:
+        return {}
+    rows = await session.scalars(
+        select(StyleOverride).where(StyleOverride.run_id.in_(run_ids)).order_by(StyleOverride.id)
+    )
+    return {row.run_id: row for row in rows if row.run_id is not None}
+
+
+def _run_body(run: NightlyRun, style: StyleOverride | None) -> NightlyRunBody:
+    summary = dict(run.summary or {})
+    progress = summary.get("progress") or {}
+    return NightlyRunBody(
+        id=run.id,
+        run_id=run.id,
+        day=run.day,
+        status=run.status,
+        step=progress.get("next") if run.status == "running" else None,
+        window_start=run.window_start,
+        window_end=run.window_end,
+        diary=run.diary,
+        summary=RunSummary.model_validate(
+            {k: v for k, v in summary.items() if k in RunSummary.model_fields}
+        ),
+        style_revision=(
+            StyleRevision(
+                id=style.id,
+                content=style.content,
+                created_at=style.created_at,
+                reverted_at=style.reverted_at,
+            )
+            if style is not None
+            else None
+        ),
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        rolled_back_at=run.rolled_back_at,
+    )

@@ -1,0 +1,93 @@
+"""Request and response bodies of the admin API (camelCase on the wire, CONTRACT.md)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class RollbackRequest(CamelModel):
+    """Absent or ``{}``: the latest run. Strict: ``"12"`` or ``true`` for an id is a 422."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, strict=True, extra="forbid"
+    )
+
+    run_id: int | None = Field(default=None, ge=1, description="the run to undo; latest if absent")
+    dry_run: bool = Field(default=False, description="report the plan without changing anything")
+
+
+class SkippedChange(CamelModel):
+    memory_id: int
+    action: Literal["add", "update", "delete"]
+    reason: str
+
+
+class RollbackReport(CamelModel):
+    run_id: int
+    dry_run: bool
+    deleted: list[int] = Field(description="memories the run added, deleted again")
+    restored: list[int] = Field(description="memories the run updated, put back")
+    reinserted: list[int] = Field(description="memories the run deleted, brought back")
+    skipped: list[SkippedChange] = Field(description="changes left alone, with the reason")
+
+
+class AlreadyRolledBackBody(CamelModel):
+    already_rolled_back: Literal[True] = True
+    run_id: int
+
+
+class NightlyStartedBody(CamelModel):
+    run_id: int
+    day: date
+
+
+class AlreadyRanBody(CamelModel):
+    already_ran: Literal[True] = True
+    run_id: int
+
+
+class RunSummary(CamelModel):
+    added: list[int] = Field(default_factory=list)
+    updated: list[int] = Field(default_factory=list)
+    deleted: list[int] = Field(default_factory=list)
+    decayed: list[int] = Field(default_factory=list, description="removed by the decay pass")
+    errors: list[str] = Field(default_factory=list)
+    decision_calls: int = 0
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class StyleRevision(CamelModel):
+    id: int
+    content: str
+    created_at: datetime
+    reverted_at: datetime | None
+
+
+class NightlyRunBody(CamelModel):
+    id: int
+    run_id: int
+    day: date
+    status: Literal["running", "finished", "failed"]
+    step: str | None = Field(description="the pending step while running")
+    window_start: datetime | None
+    window_end: datetime | None
+    diary: str | None
+    summary: RunSummary
+    style_revision: StyleRevision | None
+    started_at: datetime
+    finished_at: datetime | None
+    rolled_back_at: datetime | None
+
+
+class ErrorBody(BaseModel):
+    detail: str

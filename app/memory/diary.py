@@ -1,0 +1,77 @@
+"""The nightly diary: one line in Japanese about the day, from its last 30 messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.chat.base import ChatFailed, ChatModel, Purpose
+from app.models.messages import Message
+
+DIARY_MESSAGES = 30
+DIARY_MAX_TOKENS = 200
+DIARY_MAX_CHARS = 300
+
+DIARY_SYSTEM = (
+    "あなたはこのDiscordサーバーにいるボットです。今日の会話ログを読んで、"
+    "ボット自身の日記を日本語で一行だけ書いてください。"
+    "個人の秘密や連絡先は書かないでください。前置きや説明は不要です。日記の一行だけを出力してください。"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DiaryLine:
+    author_name: str
+    is_bot: bool
+    content: str
+
+
+async def last_messages(
+    session: AsyncSession, *, start: datetime, end: datetime, limit: int = DIARY_MESSAGES
+) -> list[DiaryLine]:
+    """The window's newest ``limit`` messages, both sides, oldest first; deleted ones never."""
+    query = (
+        select(Message)
+        .where(
+            Message.created_at >= start,
+            Message.created_at < end,
+            Message.deleted_at.is_(None),
+        )
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(limit)
+    )
+    rows = list((await session.scalars(query)).all())
+    return [DiaryLine(m.author_name, m.is_bot, m.content) for m in reversed(rows)]
+
+
+def diary_request(lines: list[DiaryLine]) -> str:
+    log = "\n".join(
+        f"{'(bot) ' if line.is_bot else ''}{line.author_name}: {line.content}" for line in lines
+    )
+    return f"今日の会話ログ:\n{log}\n\n今日の日記を日本語で一行で書いてください。"
+
+
+def one_line(text: str) -> str | None:
+    """The first non-empty line, trimmed and bounded; None when there is none."""
+    for line in text.splitlines():
+        line = line.strip().strip("「」\"'").strip()
+        if line:
+            return line[:DIARY_MAX_CHARS]
+    return None
+
+
+async def write_diary(chat: ChatModel, lines: list[DiaryLine]) -> str:
+    """One chat call; raises ChatFailed when the model gives no usable line."""
+    text = await chat.write(
+        Purpose.DIARY,
+        system=[DIARY_SYSTEM],
+        messages=[{"role": "user", "content": diary_request(lines)}],
+        max_tokens=DIARY_MAX_TOKENS,
+    )
+    line = one_line(text)
+    if line is None:
+        raise ChatFailed("diary: no line in the model's answer")
+    return line

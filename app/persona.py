@@ -1,0 +1,95 @@
+"""The persona block: persona.md's core section as written, its style section overridable.
+
+The nightly style revision stores a new style body; only that section is ever replaced."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models.nightly import StyleOverride
+
+STYLE_HEADING = "Style"
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_HEADING = re.compile(r"^##\s+(.+?)\s*$")
+
+
+def _sections(text: str) -> list[tuple[str | None, list[str]]]:
+    """Split into (heading, lines) pairs; the preamble before the first ``## `` has None."""
+    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in text.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            sections.append((match.group(1), [line]))
+        else:
+            sections[-1][1].append(line)
+    return sections
+
+
+def _is_style(heading: str | None) -> bool:
+    return heading is not None and heading.strip().lower() == STYLE_HEADING.lower()
+
+
+def clean_style(override: str) -> str:
+    """The override as plain body text: it may not open a heading of its own.
+
+    A model that writes ``## Core`` into its revision must not smuggle in a second core."""
+    lines = override.strip().splitlines()
+    if lines and _is_style(_heading_of(lines[0])):
+        lines = lines[1:]
+    return "\n".join(line.lstrip("#").lstrip() if line.startswith("#") else line for line in lines)
+
+
+def _heading_of(line: str) -> str | None:
+    match = _HEADING.match(line)
+    return match.group(1) if match else None
+
+
+def strip_comments(text: str) -> str:
+    return _COMMENT.sub("", text)
+
+
+def style_section(text: str) -> str:
+    """The style section's body as written in the persona file ('' when there is none)."""
+    for heading, lines in _sections(strip_comments(text)):
+        if _is_style(heading):
+            return "\n".join(lines[1:]).strip()
+    return ""
+
+
+def compose_persona(text: str, style_override: str | None) -> str:
+    """The persona with only the style section's body replaced by ``style_override``."""
+    text = strip_comments(text)
+    if style_override is None or not clean_style(style_override):
+        return text.strip()
+    body = clean_style(style_override)
+    parts: list[str] = []
+    replaced = False
+    for heading, lines in _sections(text):
+        if _is_style(heading) and not replaced:
+            parts.append(f"{lines[0]}\n\n{body}\n")
+            replaced = True
+        else:
+            parts.append("\n".join(lines))
+    if not replaced:
+        parts.append(f"\n## {STYLE_HEADING}\n\n{body}\n")
+    return "\n".join(parts).strip()
+
+
+def load_persona(path: str | Path, style_override: str | None) -> str:
+    """Read the persona file fresh (it is rebuilt every turn) and apply the override."""
+    return compose_persona(Path(path).read_text(encoding="utf-8"), style_override)
+
+
+async def active_style(session: AsyncSession) -> StyleOverride | None:
+    """The newest style override that has not been reverted, if any."""
+    result = await session.execute(
+        select(StyleOverride)
+        .where(StyleOverride.reverted_at.is_(None))
+        .order_by(StyleOverride.created_at.desc(), StyleOverride.id.desc())
+        .limit(1)
+    )
+    return result.scalar_one_or_none()
