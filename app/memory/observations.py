@@ -1,0 +1,261 @@
+"""MEM-01: gateway events become observation rows, a cheap insert each and no model call.
+
+An observation keeps only the acting user's own words (a short excerpt) or none at all:
+reactions store the emoji, deletes store nothing, so another person's text never lands in a
+row filed under someone else (what MEM-09's erasure relies on)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.inbound.frames import (
+    EventType,
+    MessageCreate,
+    MessageUpdate,
+    ReactionAdd,
+    ReactionRemove,
+    ReactionRemoveAll,
+    ReactionRemoveEmoji,
+)
+from app.models.memory import Observation
+from app.models.messages import Message
+
+EXCERPT_CHARS = 200
+# The user of an event that names nobody (a reaction clear by a moderator, an edit or delete
+# of a message we never logged): never a real snowflake, never anyone's profile.
+UNKNOWN_USER = 0
+
+
+class Kind(StrEnum):
+    MESSAGE = "message"
+    BOT_MESSAGE = "bot_message"
+    REACTION_ADD = "reaction_add"
+    REACTION_REMOVE = "reaction_remove"
+    REACTION_CLEAR = "reaction_clear"
+    REACTION_CLEAR_EMOJI = "reaction_clear_emoji"
+    EDIT = "edit"
+    DELETE = "delete"
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """Whitespace collapsed, at most ``limit`` characters (an ellipsis marks a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+async def observe(
+    session: AsyncSession,
+    *,
+    event_id: str,
+    channel_id: int,
+    user_id: int,
+    kind: Kind | str,
+    message_id: int | None,
+    content: str,
+) -> bool:
+    """Insert one observation; False when ``event_id`` was already observed (a replay)."""
+    result = await session.execute(
+        insert(Observation)
+        .values(
+            event_id=event_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            kind=str(kind),
+            message_id=message_id,
+            content=excerpt(content),
+        )
+        .on_conflict_do_nothing(index_elements=[Observation.event_id])
+        .returning(Observation.id)
+    )
+    return result.scalar_one_or_none() is not None
+
+
+async def observe_message(
+    session: AsyncSession, message: MessageCreate, event_id: str, *, active: bool
+) -> bool:
+    """A person's message. Bots (our own echo included) are not observed here."""
+    if not active or message.author.bot:
+        return False
+    return await observe(
+        session,
+        event_id=event_id,
+        channel_id=message.channel_id,
+        user_id=message.author.id,
+        kind=Kind.MESSAGE,
+        message_id=message.id,
+        content=message.content,
+    )
+
+
+async def observe_bot_message(
+    session: AsyncSession,
+    *,
+    message_id: int,
+    channel_id: int,
+    bot_user_id: int,
+    content: str,
+    event_id: str,
+    active: bool,
+) -> bool:
+    """One posted part of the bot's answer (``event_id`` e.g. ``bot:<message_id>``)."""
+    if not active:
+        return False
+    return await observe(
+        session,
+        event_id=event_id,
+        channel_id=channel_id,
+        user_id=bot_user_id,
+        kind=Kind.BOT_MESSAGE,
+        message_id=message_id,
+        content=content,
+    )
+
+
+async def observe_edit(
+    session: AsyncSession, edit: MessageUpdate, event_id: str, *, active: bool
+) -> bool:
+    """An edit with new text; embed-only updates (no content) are not edits of anyone's words."""
+    if not active or edit.content is None:
+        return False
+    if edit.author is not None:
+        user_id = edit.author.id
+    else:
+        user_id = (await message_authors(session, [edit.id])).get(edit.id, UNKNOWN_USER)
+    return await observe(
+        session,
+        event_id=event_id,
+        channel_id=edit.channel_id,
+        user_id=user_id,
+        kind=Kind.EDIT,
+        message_id=edit.id,
+        content=edit.content,
+    )
+
+
+async def observe_deletes(
+    session: AsyncSession,
+    channel_id: int,
+    ids: Sequence[int],
+    event_id: str,
+    authors: Mapping[int, int] | None = None,
+    *,
+    active: bool,
+) -> int:
+    """One row per deleted message, filed under its author (looked up when not given).
+
+    Each row's event id is ``<event_id>:<message_id>`` so a bulk delete stays idempotent."""
+    if not active or not ids:
+        return 0
+    known = dict(authors) if authors is not None else await message_authors(session, ids)
+    inserted = 0
+    for message_id in dict.fromkeys(ids):
+        inserted += await observe(
+            session,
+            event_id=f"{event_id}:{message_id}",
+            channel_id=channel_id,
+            user_id=known.get(message_id, UNKNOWN_USER),
+            kind=Kind.DELETE,
+            message_id=message_id,
+            content="",
+        )
+    return inserted
+
+
+ReactionEvent = ReactionAdd | ReactionRemove | ReactionRemoveAll | ReactionRemoveEmoji
+
+
+async def observe_reaction(
+    session: AsyncSession,
+    event_type: EventType,
+    data: ReactionEvent,
+    event_id: str,
+    *,
+    active: bool,
+    bot_user_id: int | None = None,
+) -> bool:
+    """A reaction added, removed, or cleared. The bot's own reactions are echoes, not news.
+
+    Clears name no actor, so they are filed under the reacted message's author."""
+    if not active:
+        return False
+    match data:
+        case ReactionAdd() | ReactionRemove():
+            if bot_user_id is not None and data.user_id == bot_user_id:
+                return False
+            added = event_type is EventType.MESSAGE_REACTION_ADD
+            kind, user_id = (Kind.REACTION_ADD if added else Kind.REACTION_REMOVE), data.user_id
+            content = data.emoji.value
+        case ReactionRemoveAll():
+            kind, content = Kind.REACTION_CLEAR, ""
+            user_id = await _author_of(session, data.message_id)
+        case ReactionRemoveEmoji():
+            kind, content = Kind.REACTION_CLEAR_EMOJI, data.emoji.value
+            user_id = await _author_of(session, data.message_id)
+    return await observe(
+        session,
+        event_id=event_id,
+        channel_id=data.channel_id,
+        user_id=user_id,
+        kind=kind,
+        message_id=data.message_id,
+        content=content,
+    )
+
+
+async def message_authors(session: AsyncSession, ids: Sequence[int]) -> dict[int, int]:
+    """Message id → author id, for the messages the channel log knows."""
+    if not ids:
+        return {}
+    rows = await session.execute(
+        select(Message.id, Message.author_id).where(Message.id.in_(list(ids)))
+    )
+    return {message_id: author_id for message_id, author_id in rows.tuples()}
+
+
+async def _author_of(session: AsyncSession, message_id: int) -> int:
+    return (await message_authors(session, [message_id])).get(message_id, UNKNOWN_USER)
+
+
+async def unconsumed_count(session: AsyncSession, channel_id: int, *, up_to: int) -> int:
+    """How many unconsumed observations the channel has, counting no further than ``up_to``."""
+    inner = (
+        select(Observation.id)
+        .where(Observation.channel_id == channel_id, Observation.consumed_at.is_(None))
+        .limit(up_to)
+        .subquery()
+    )
+    return int((await session.execute(select(func.count()).select_from(inner))).scalar_one())
+
+
+async def should_consolidate(session: AsyncSession, channel_id: int, every: int) -> bool:
+    """MEM-02's trigger: at least ``every`` unconsumed observations in the channel."""
+    return await unconsumed_count(session, channel_id, up_to=every) >= every
+
+
+async def unconsumed(session: AsyncSession, channel_id: int, limit: int) -> list[Observation]:
+    """The channel's oldest unconsumed observations, oldest first (rides the partial index)."""
+    query = (
+        select(Observation)
+        .where(Observation.channel_id == channel_id, Observation.consumed_at.is_(None))
+        .order_by(Observation.id)
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
+
+
+async def mark_consumed(session: AsyncSession, ids: Sequence[int]) -> int:
+    """Mark these observations consumed (once); the number newly marked."""
+    if not ids:
+        return 0
+    result = await session.execute(
+        update(Observation)
+        .where(Observation.id.in_(list(ids)), Observation.consumed_at.is_(None))
+        .values(consumed_at=func.now())
+        .returning(Observation.id)
+    )
+    return len(result.scalars().all())
