@@ -5,6 +5,7 @@ as Docker's multiplexed stream) and image pull. Records create specs and every c
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from collections.abc import Callable
@@ -24,6 +25,7 @@ class ExecOutput:
     stdout: bytes = b""
     stderr: bytes = b""
     exit_code: int = 0
+    delay_s: float = 0.0  # hold the stream open this long first (an exec that hangs)
 
 
 ExecHandler = Callable[[list[str]], ExecOutput]
@@ -164,6 +166,7 @@ class FakeDocker:
             if run is None:
                 return _error(404, "No such exec instance")
             output = self.exec_handler(run.spec["Cmd"])
+            await asyncio.sleep(output.delay_s)
             run.exit_code = output.exit_code
             body = frame(1, output.stdout) if output.stdout else b""
             body += frame(2, output.stderr) if output.stderr else b""

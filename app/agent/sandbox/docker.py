@@ -132,8 +132,10 @@ class DockerSandbox:
         *,
         limits: Limits | None = None,
         clock: Callable[[], datetime] = utcnow,
+        grace_s: float = CLIENT_GRACE_S,
     ) -> None:
         self._client = client
+        self._grace_s = grace_s
         self._image = image
         self._limits = limits or Limits()
         self._clock = clock
@@ -235,7 +237,7 @@ class DockerSandbox:
         buffer = TailBuffer()
         started = time.monotonic()
         try:
-            async with asyncio.timeout(timeout_s + CLIENT_GRACE_S):
+            async with asyncio.timeout(timeout_s + self._grace_s):
                 await self._stream(exec_id, buffer)
         except TimeoutError:
             # The in-container timeout failed to end it; the container is the only handle left.

@@ -34,20 +34,29 @@ class LocalSandbox:
 
     async def run(self, channel_id: int, command: str, timeout_s: float) -> CommandResult:
         workdir = self.workdir(channel_id)
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-lc",
-            command,
-            cwd=workdir,
-            env=minimal_env(workdir),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            # Its own process group, so a timeout can kill everything the command started.
-            start_new_session=True,
-        )
+        # Our own pipe, not asyncio's: Process.wait() would otherwise also wait for every
+        # background child holding the pipe, and the shell's exit would go unnoticed.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-lc",
+                command,
+                cwd=workdir,
+                env=minimal_env(workdir),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                # Its own process group, so a timeout can kill everything the command started.
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
         buffer = TailBuffer()
-        reader = asyncio.create_task(_pump(proc, buffer))
+        reader = asyncio.create_task(_pump(read_fd, buffer))
         timed_out = False
         try:
             async with asyncio.timeout(timeout_s):
@@ -62,10 +71,16 @@ class LocalSandbox:
         return result_from(buffer, None if timed_out else proc.returncode, timed_out=timed_out)
 
 
-async def _pump(proc: asyncio.subprocess.Process, buffer: TailBuffer) -> None:
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(65536):
-        buffer.feed(chunk)
+async def _pump(read_fd: int, buffer: TailBuffer) -> None:
+    stream = asyncio.StreamReader()
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    try:
+        while chunk := await stream.read(65536):
+            buffer.feed(chunk)
+    finally:
+        transport.close()
 
 
 async def _finish(reader: asyncio.Task[None]) -> None:
