@@ -1,0 +1,324 @@
+"""The decision client against FakeJev on a real local port: answers, every failure → None,
+the bearer key, the logging wrapper (metrics, log fields, spend) and the mode switch."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+
+import anthropic
+import httpx
+import httpx2
+import pytest
+from prometheus_client import REGISTRY
+
+from app.chat.fake import FakeAnthropic, ToolUse
+from app.config import Settings
+from app.decision.base import NoAnswerReason, NoDecision
+from app.decision.client import HttpDecider
+from app.decision.factory import build_decider
+from app.decision.fake import FakeJev, Raw
+from app.decision.logged import LoggedDecider
+from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Kind, Question
+from app.decision.wire import UnfitAnswer, fit_answer
+from app.kit.spend import spend_scope
+from tests.support.servers import free_port, serve
+
+EMOJIS = ["👍", "❤️", "😂"]
+
+
+@pytest.fixture
+def jev() -> FakeJev:
+    return FakeJev()
+
+
+@pytest.fixture
+async def jev_url(jev: FakeJev) -> AsyncIterator[str]:
+    async with serve(jev.app) as url:
+        yield url
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+def decider(http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0) -> HttpDecider:
+    return HttpDecider(http, base_url=url, api_key=None, timeout_s=timeout_s)
+
+
+async def test_each_kind_returns_its_typed_answer(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.answers[Question.IS_TASK] = True
+    jev.answers[Question.WORTH_KEEPING] = 0.73
+    jev.answers[Question.MEMORY_VERDICT] = "update"
+    client = decider(http, jev_url)
+
+    assert await client.boolean(Question.IS_TASK, "find me a paper") is True
+    assert await client.probability(Question.WORTH_KEEPING, "I moved to Osaka") == 0.73
+    assert await client.choice(Question.MEMORY_VERDICT, "x", VERDICT_OPTIONS) == "update"
+    assert jev.requests == [
+        {"question": "is_task", "kind": "boolean", "prompt": "find me a paper", "options": None},
+        {
+            "question": "worth_keeping",
+            "kind": "probability",
+            "prompt": "I moved to Osaka",
+            "options": None,
+        },
+        {
+            "question": "memory_verdict",
+            "kind": "choice",
+            "prompt": "x",
+            "options": ["keep", "update", "delete"],
+        },
+    ]
+
+
+async def test_false_and_zero_are_answers_not_missing_answers(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.answers[Question.IS_CORRECTION] = False
+    jev.answers[Question.ADD_MEMORY] = 0
+    client = decider(http, jev_url)
+
+    assert await client.boolean(Question.IS_CORRECTION, "thanks!") is False
+    assert await client.probability(Question.ADD_MEMORY, "x") == 0.0
+
+
+async def test_fake_defaults_are_the_conservative_answers(
+    jev_url: str, http: httpx.AsyncClient
+) -> None:
+    client = decider(http, jev_url)
+
+    assert await client.boolean(Question.EMOJI_ENOUGH, "hi") is False
+    assert await client.probability(Question.WORTH_KEEPING, "hi") == 0.0
+    assert await client.choice(Question.EMOJI_CHOICE, "hi", EMOJIS) == "👍"
+    assert await client.choice(Question.STALE_KEEP, "old", STALE_OPTIONS) == "keep"
+
+
+async def test_fake_answer_can_depend_on_the_request(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.answers[Question.MEMORY_VERDICT] = lambda body: (
+        "update" if "coffee" in body["prompt"] else "keep"
+    )
+    client = decider(http, jev_url)
+
+    assert await client.choice(Question.MEMORY_VERDICT, "likes coffee", VERDICT_OPTIONS) == "update"
+    assert await client.choice(Question.MEMORY_VERDICT, "likes tea", VERDICT_OPTIONS) == "keep"
+    assert [b["prompt"] for b in jev.asked(Question.MEMORY_VERDICT)] == [
+        "likes coffee",
+        "likes tea",
+    ]
+
+
+async def test_bearer_key_is_sent(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
+    jev.api_key = "s3cret"
+    jev.answers[Question.IS_TASK] = True
+    keyed = HttpDecider(http, base_url=jev_url, api_key="s3cret", timeout_s=2)
+    wrong = HttpDecider(http, base_url=jev_url, api_key="nope", timeout_s=2)
+
+    assert await keyed.boolean(Question.IS_TASK, "x") is True
+    assert await wrong.boolean(Question.IS_TASK, "x") is None
+    assert "s3cret" not in repr(keyed)
+
+
+# Each case: the fake's answer for worth_keeping (a probability question) and why it fails.
+PROBABILITY_FAILURES = [
+    pytest.param(Raw(500, {"detail": "boom"}), NoAnswerReason.STATUS, id="500"),
+    pytest.param(Raw(502, {"detail": "model failed"}), NoAnswerReason.STATUS, id="502"),
+    pytest.param(Raw(200, "not json {"), NoAnswerReason.MALFORMED, id="malformed-json"),
+    pytest.param(Raw(200, {"answer": True}), NoAnswerReason.MALFORMED, id="wrong-kind"),
+    pytest.param(Raw(200, {"choice": "keep"}), NoAnswerReason.MALFORMED, id="choice-for-prob"),
+    pytest.param(
+        Raw(200, {"probability": 0.7, "answer": True}), NoAnswerReason.MALFORMED, id="extra-key"
+    ),
+    pytest.param(Raw(200, {}), NoAnswerReason.MALFORMED, id="empty-object"),
+    pytest.param(Raw(200, [0.7]), NoAnswerReason.MALFORMED, id="list"),
+    pytest.param(True, NoAnswerReason.MALFORMED, id="bool-as-probability"),
+    pytest.param("0.7", NoAnswerReason.MALFORMED, id="string-as-probability"),
+    pytest.param(1.5, NoAnswerReason.UNFIT, id="probability-1.5"),
+    pytest.param(-0.1, NoAnswerReason.UNFIT, id="probability-negative"),
+    pytest.param(Raw(200, '{"probability": NaN}'), NoAnswerReason.UNFIT, id="nan"),
+]
+
+
+@pytest.mark.parametrize(("reply", "reason"), PROBABILITY_FAILURES)
+async def test_probability_failures_are_no_answer(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
+) -> None:
+    jev.answers[Question.WORTH_KEEPING] = reply  # type: ignore[assignment]
+    client = decider(http, jev_url)
+
+    assert await client.probability(Question.WORTH_KEEPING, "x") is None
+    with pytest.raises(NoDecision) as caught:
+        await client.decide(Question.WORTH_KEEPING, "x", None)
+    assert caught.value.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        pytest.param("maybe", NoAnswerReason.UNFIT, id="choice-not-in-options"),
+        pytest.param("KEEP", NoAnswerReason.UNFIT, id="choice-wrong-case"),
+        pytest.param(Raw(200, {"answer": True}), NoAnswerReason.MALFORMED, id="wrong-kind"),
+        pytest.param(1, NoAnswerReason.MALFORMED, id="number-as-choice"),
+    ],
+)
+async def test_choice_failures_are_no_answer(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
+) -> None:
+    jev.answers[Question.STALE_KEEP] = reply  # type: ignore[assignment]
+    client = decider(http, jev_url)
+
+    assert await client.choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None
+    with pytest.raises(NoDecision) as caught:
+        await client.decide(Question.STALE_KEEP, "x", STALE_OPTIONS)
+    assert caught.value.reason is reason
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(1, id="int-as-boolean"),
+        pytest.param("true", id="string-as-boolean"),
+        pytest.param(Raw(200, {"probability": 1.0}), id="wrong-kind"),
+    ],
+)
+async def test_boolean_failures_are_no_answer(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object
+) -> None:
+    jev.answers[Question.IS_CORRECTION] = reply  # type: ignore[assignment]
+
+    assert await decider(http, jev_url).boolean(Question.IS_CORRECTION, "x") is None
+
+
+async def test_service_down_is_no_answer(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.down = True
+    jev.answers[Question.IS_TASK] = True
+
+    assert await decider(http, jev_url).boolean(Question.IS_TASK, "x") is None
+
+
+async def test_timeout_is_no_answer(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
+    jev.latency = 1.0
+    jev.answers[Question.IS_TASK] = True
+    client = decider(http, jev_url, timeout_s=0.1)
+
+    with pytest.raises(NoDecision) as caught:
+        await client.decide(Question.IS_TASK, "x", None)
+    assert caught.value.reason is NoAnswerReason.TIMEOUT
+    assert await client.boolean(Question.IS_TASK, "x") is None
+
+
+async def test_connection_refused_is_no_answer(http: httpx.AsyncClient) -> None:
+    client = decider(http, f"http://127.0.0.1:{free_port()}")
+
+    with pytest.raises(NoDecision) as caught:
+        await client.decide(Question.IS_TASK, "x", None)
+    assert caught.value.reason is NoAnswerReason.CONNECTION
+    assert await client.boolean(Question.IS_TASK, "x") is None
+
+
+async def test_asking_a_question_as_another_kind_is_a_programming_error(
+    jev_url: str, http: httpx.AsyncClient
+) -> None:
+    client = decider(http, jev_url)
+
+    with pytest.raises(ValueError, match="is_task is a boolean question"):
+        await client.choice(Question.IS_TASK, "x", ["yes", "no"])
+    with pytest.raises(ValueError):
+        await client.probability(Question.IS_CORRECTION, "x")
+    with pytest.raises(ValueError):
+        await client.boolean(Question.WORTH_KEEPING, "x")
+    with pytest.raises(ValueError, match="non-empty list of options"):
+        await client.choice(Question.STALE_KEEP, "x", [])
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_logged_decider_counts_logs_and_spends(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    jev.answers[Question.WORTH_KEEPING] = 0.9
+    jev.answers[Question.IS_TASK] = Raw(500, {"detail": "x"})
+    logged = LoggedDecider(decider(http, jev_url))
+    answered = sample("decision_calls_total", question="worth_keeping", outcome="answered")
+    failed = sample("decision_calls_total", question="is_task", outcome="status")
+    latencies = sample("decision_latency_seconds_count", question="worth_keeping")
+
+    caplog.set_level(logging.INFO, logger="app.decision")
+    with spend_scope() as spend:
+        assert await logged.probability(Question.WORTH_KEEPING, "PRIVATE-PROMPT") == 0.9
+        assert await logged.boolean(Question.IS_TASK, "PRIVATE-PROMPT") is None
+
+    assert spend.decision_calls == 2
+    assert sample("decision_calls_total", question="worth_keeping", outcome="answered") == (
+        answered + 1
+    )
+    assert sample("decision_calls_total", question="is_task", outcome="status") == failed + 1
+    assert sample("decision_latency_seconds_count", question="worth_keeping") == latencies + 1
+    ok, no = [r for r in caplog.records if r.name == "app.decision"]
+    assert (ok.question, ok.outcome, ok.answer) == ("worth_keeping", "answered", 0.9)  # type: ignore[attr-defined]
+    assert (no.question, no.outcome) == ("is_task", "status")  # type: ignore[attr-defined]
+    assert isinstance(ok.latency_ms, float)  # type: ignore[attr-defined]
+    assert "PRIVATE-PROMPT" not in caplog.text
+
+
+async def test_logged_decider_still_refuses_the_wrong_kind(
+    jev_url: str, http: httpx.AsyncClient
+) -> None:
+    logged = LoggedDecider(decider(http, jev_url))
+
+    with pytest.raises(ValueError):
+        await logged.boolean(Question.MEMORY_VERDICT, "x")
+
+
+def bot_settings(**overrides: object) -> Settings:
+    return Settings(
+        database_url="postgresql+asyncpg://unused@127.0.0.1/unused",
+        gateway_token="unused",
+        _env_file=None,
+        **overrides,  # type: ignore[arg-type]
+    )
+
+
+async def test_build_decider_uses_the_service_when_jev_url_is_set(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.api_key = "k"
+    jev.answers[Question.IS_TASK] = True
+    settings = bot_settings(jev_url=jev_url, jev_api_key="k", jev_timeout_s=2)
+    model = anthropic.AsyncAnthropic(api_key="unused", base_url=f"http://127.0.0.1:{free_port()}")
+
+    built = build_decider(settings, http, model)
+
+    assert await built.boolean(Question.IS_TASK, "x") is True
+    assert len(jev.requests) == 1
+
+
+async def test_build_decider_answers_in_process_without_jev_url(http: httpx.AsyncClient) -> None:
+    fake = FakeAnthropic()
+    fake.push(ToolUse("answer_probability", {"probability": 0.8}))
+    async with serve(fake.app) as url, httpx2.AsyncClient() as http2:
+        model = anthropic.AsyncAnthropic(api_key="t", base_url=url, http_client=http2)
+        built = build_decider(bot_settings(jev_model="jev-small"), http, model)
+
+        with spend_scope() as spend:
+            assert await built.probability(Question.WORTH_KEEPING, "x") == 0.8
+
+    assert spend.decision_calls == 1
+    assert fake.requests[0]["model"] == "jev-small"
+
+
+def test_nan_is_never_a_probability() -> None:
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(UnfitAnswer):
+            fit_answer(Kind.PROBABILITY, None, {"probability": bad})
