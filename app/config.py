@@ -107,7 +107,17 @@ class Settings(BaseSettings):
             raise ValueError("DATABASE_URL must start with postgresql+asyncpg://")
         return value
 
-    @field_validator("memory_retention_days", "discord_bot_user_id", "jev_url", mode="before")
+    @field_validator(
+        "memory_retention_days",
+        "discord_bot_user_id",
+        "discord_gateway_url",
+        "discord_bot_token",
+        "admin_secret",
+        "jev_url",
+        "jev_api_key",
+        "jina_api_key",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value

@@ -25,4 +25,5 @@ class Services:
     chat: ChatModel
     queue: JobQueue
     bot_user_id: int
+    bot_name: str = "bot"
     agent: TaskAgent | None = None

@@ -1,0 +1,18 @@
+# One image for every process (api, worker, jev, relay, migrate); the command picks the role.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip install . && useradd --create-home --uid 10001 bot
+COPY alembic.ini persona.md ./
+COPY alembic ./alembic
+
+USER bot
+EXPOSE 8000
+CMD ["uvicorn", "app.main:app", "--host", "0.0.0.0", "--port", "8000"]

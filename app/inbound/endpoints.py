@@ -1,0 +1,85 @@
+"""POST /webhook: token first, then size, parse, record durably, acknowledge."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter
+
+from app.inbound.frames import FrameError, Ignored, parse_frame
+from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Incoming
+
+MAX_BODY = 1024 * 1024
+TOKEN_HEADER = "x-discord-gateway-token"
+
+router = APIRouter()
+
+webhook_responses = Counter(
+    "webhook_responses_total", "Responses of POST /webhook by status code", ["status"]
+)
+
+
+def _answer(status: int, body: dict[str, object]) -> JSONResponse:
+    webhook_responses.labels(status=str(status)).inc()
+    return JSONResponse(body, status_code=status)
+
+
+def _token_ok(request: Request) -> bool:
+    expected: bytes = request.app.state.gateway_token
+    given = request.headers.get(TOKEN_HEADER, "").encode()
+    return hmac.compare_digest(given, expected)
+
+
+async def _read_capped(request: Request) -> bytes | None:
+    """The body, or None once it grows past MAX_BODY (we stop reading there)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@router.post(
+    "/webhook",
+    responses={
+        200: {"description": "`ok`, `duplicate` or `ignored`"},
+        401: {"description": "missing or wrong x-discord-gateway-token"},
+        413: {"description": "body over 1 MiB"},
+        422: {"description": "not JSON, or a handled event missing what it needs"},
+        503: {"description": "the event could not be recorded; retry"},
+    },
+)
+async def webhook(request: Request) -> JSONResponse:
+    """Receive one Discord gateway dispatch frame from the relay."""
+    if not _token_ok(request):
+        return _answer(401, {"error": "unauthorized"})
+    body = await _read_capped(request)
+    if body is None:
+        return _answer(413, {"error": "body over 1 MiB"})
+    try:
+        event = parse_frame(body)
+    except FrameError as exc:
+        return _answer(422, {"error": "invalid frame", "problems": exc.problems})
+    if isinstance(event, Ignored):
+        return _answer(200, {"status": "ignored"})
+    inbox: InboxWriter = request.app.state.inbox
+    try:
+        is_new = await inbox.record(
+            Incoming(id=event.dedupe_id, event_type=event.type, payload=body.decode())
+        )
+    except InboxRejected:
+        return _answer(422, {"error": "invalid frame", "problems": [_UNSTORABLE]})
+    except InboxUnavailable:
+        return _answer(503, {"error": "event store unavailable; retry"})
+    return _answer(200, {"status": "ok" if is_new else "duplicate"})
+
+
+_UNSTORABLE = {"field": "body", "problem": "contains characters that cannot be stored"}

@@ -1,0 +1,256 @@
+"""Gateway dispatch frames: strict typed models for the handled types and their de-dup ids.
+
+Pure: parsing and id derivation touch no database, so they are tested on plain data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+
+def _snowflake(value: Any) -> Any:
+    # Snowflakes arrive as JSON strings of digits; a bool or float must never pass as an id.
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError("expected a snowflake (a string of digits)")
+
+
+Snowflake = Annotated[int, BeforeValidator(_snowflake), Field(ge=0, lt=2**63)]
+
+
+class EventType(StrEnum):
+    MESSAGE_CREATE = "MESSAGE_CREATE"
+    MESSAGE_UPDATE = "MESSAGE_UPDATE"
+    MESSAGE_DELETE = "MESSAGE_DELETE"
+    MESSAGE_DELETE_BULK = "MESSAGE_DELETE_BULK"
+    MESSAGE_REACTION_ADD = "MESSAGE_REACTION_ADD"
+    MESSAGE_REACTION_REMOVE = "MESSAGE_REACTION_REMOVE"
+    MESSAGE_REACTION_REMOVE_ALL = "MESSAGE_REACTION_REMOVE_ALL"
+    MESSAGE_REACTION_REMOVE_EMOJI = "MESSAGE_REACTION_REMOVE_EMOJI"
+
+
+class _Model(BaseModel):
+    # Discord adds fields over time; unknown ones are kept in the inbox payload, ignored here.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class User(_Model):
+    id: Snowflake
+    username: str = ""
+    global_name: str | None = None
+    bot: bool = False
+
+
+class Member(_Model):
+    nick: str | None = None
+    roles: list[Snowflake] = Field(default_factory=list)
+
+
+class MessageReference(_Model):
+    message_id: Snowflake | None = None
+    channel_id: Snowflake | None = None
+
+
+class ReferencedMessage(_Model):
+    id: Snowflake
+    author: User | None = None
+
+
+class MessageCreate(_Model):
+    id: Snowflake
+    channel_id: Snowflake
+    guild_id: Snowflake | None = None
+    author: User
+    member: Member | None = None
+    content: str = ""
+    timestamp: datetime
+    mentions: list[User] = Field(default_factory=list)
+    message_reference: MessageReference | None = None
+    referenced_message: ReferencedMessage | None = None
+
+    @property
+    def author_name(self) -> str:
+        nick = self.member.nick if self.member else None
+        return nick or self.author.global_name or self.author.username or str(self.author.id)
+
+    @property
+    def reply_to_id(self) -> int | None:
+        if self.referenced_message is not None:
+            return self.referenced_message.id
+        return self.message_reference.message_id if self.message_reference else None
+
+
+class MessageUpdate(_Model):
+    id: Snowflake
+    channel_id: Snowflake
+    guild_id: Snowflake | None = None
+    content: str | None = None
+    edited_timestamp: datetime | None = None
+    author: User | None = None
+
+
+class MessageDelete(_Model):
+    id: Snowflake
+    channel_id: Snowflake
+    guild_id: Snowflake | None = None
+
+
+class MessageDeleteBulk(_Model):
+    ids: list[Snowflake] = Field(min_length=1)
+    channel_id: Snowflake
+    guild_id: Snowflake | None = None
+
+
+class Emoji(_Model):
+    id: Snowflake | None = None
+    name: str | None = None
+
+    @property
+    def value(self) -> str:
+        """The signal value: the character itself for unicode, ``name:id`` for custom."""
+        return f"{self.name or ''}:{self.id}" if self.id is not None else self.name or ""
+
+
+class ReactionAdd(_Model):
+    user_id: Snowflake
+    channel_id: Snowflake
+    message_id: Snowflake
+    guild_id: Snowflake | None = None
+    emoji: Emoji
+    message_author_id: Snowflake | None = None
+
+
+class ReactionRemove(_Model):
+    user_id: Snowflake
+    channel_id: Snowflake
+    message_id: Snowflake
+    guild_id: Snowflake | None = None
+    emoji: Emoji
+
+
+class ReactionRemoveAll(_Model):
+    channel_id: Snowflake
+    message_id: Snowflake
+    guild_id: Snowflake | None = None
+
+
+class ReactionRemoveEmoji(_Model):
+    channel_id: Snowflake
+    message_id: Snowflake
+    guild_id: Snowflake | None = None
+    emoji: Emoji
+
+
+EventData = (
+    MessageCreate
+    | MessageUpdate
+    | MessageDelete
+    | MessageDeleteBulk
+    | ReactionAdd
+    | ReactionRemove
+    | ReactionRemoveAll
+    | ReactionRemoveEmoji
+)
+
+MODELS: dict[EventType, type[EventData]] = {
+    EventType.MESSAGE_CREATE: MessageCreate,
+    EventType.MESSAGE_UPDATE: MessageUpdate,
+    EventType.MESSAGE_DELETE: MessageDelete,
+    EventType.MESSAGE_DELETE_BULK: MessageDeleteBulk,
+    EventType.MESSAGE_REACTION_ADD: ReactionAdd,
+    EventType.MESSAGE_REACTION_REMOVE: ReactionRemove,
+    EventType.MESSAGE_REACTION_REMOVE_ALL: ReactionRemoveAll,
+    EventType.MESSAGE_REACTION_REMOVE_EMOJI: ReactionRemoveEmoji,
+}
+
+
+class FrameError(ValueError):
+    """The frame cannot be accepted; ``problems`` says why, field by field."""
+
+    def __init__(self, problems: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{p['field']}: {p['problem']}" for p in problems))
+        self.problems = problems
+
+
+class Ignored:
+    """A frame whose type we do not handle."""
+
+
+IGNORED = Ignored()
+
+
+class Event(BaseModel):
+    """A validated dispatch frame: its type, its typed data, its de-duplication id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: EventType
+    data: EventData
+    dedupe_id: str
+    kind: Literal["event"] = "event"
+
+
+def parse_frame(body: bytes) -> Event | Ignored:
+    """Parse a raw request body into an Event; Ignored for types we do not handle."""
+    try:
+        frame = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise FrameError([{"field": "body", "problem": "not valid JSON"}]) from None
+    if not isinstance(frame, dict):
+        raise FrameError([{"field": "body", "problem": "expected a JSON object"}])
+    return parse_dispatch(frame)
+
+
+def parse_dispatch(frame: dict[str, Any]) -> Event | Ignored:
+    t = frame.get("t")
+    if not isinstance(t, str) or t not in EventType.__members__:
+        return IGNORED
+    event_type = EventType(t)
+    d = frame.get("d")
+    if not isinstance(d, dict):
+        raise FrameError([{"field": "d", "problem": f"{t} needs an object in d"}])
+    try:
+        data = MODELS[event_type].model_validate(d)
+    except ValidationError as exc:
+        raise FrameError(_problems(exc)) from None
+    return Event(type=event_type, data=data, dedupe_id=dedupe_id(event_type, data))
+
+
+def _problems(exc: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": "d." + ".".join(str(p) for p in err["loc"]), "problem": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:24]
+
+
+def dedupe_id(event_type: EventType, data: EventData) -> str:
+    """A stable id per event: a replay of the same event always maps to the same id."""
+    match data:
+        case MessageCreate(id=message_id):
+            return str(message_id)
+        case MessageUpdate():
+            version = data.edited_timestamp.isoformat() if data.edited_timestamp else None
+            return f"update:{data.id}:{version or _digest(data.content)}"
+        case MessageDelete():
+            return f"delete:{data.id}"
+        case MessageDeleteBulk():
+            return f"delete-bulk:{data.channel_id}:{_digest(*sorted(data.ids))}"
+        case ReactionAdd() | ReactionRemove():
+            action = "add" if event_type is EventType.MESSAGE_REACTION_ADD else "remove"
+            return f"reaction:{data.message_id}:{data.user_id}:{data.emoji.value}:{action}"
+        case ReactionRemoveAll():
+            return f"reaction-clear:{data.message_id}"
+        case ReactionRemoveEmoji():
+            return f"reaction-clear-emoji:{data.message_id}:{data.emoji.value}"
+    raise AssertionError(f"unhandled event data {type(data).__name__}")

@@ -1,0 +1,76 @@
+"""The API process: `uvicorn app.main:app` — /webhook, admin endpoints, health, metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from app.config import Settings, get_settings
+from app.db import create_engine, create_session_factory
+from app.inbound.endpoints import router as inbound_router
+from app.inbound.inbox import InboxWriter, enqueue_events
+from app.kit.arqueue import create_queue
+from app.kit.logs import configure_logging
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings is None:
+            configure_logging()
+        config = settings or get_settings()
+        engine = create_engine(config.database_url, pool_size=10)
+        queue = create_queue(config.redis_url)
+        inbox = InboxWriter(engine, partial(enqueue_events, queue))
+        app.state.settings = config
+        app.state.gateway_token = config.gateway_token.get_secret_value().encode()
+        app.state.engine = engine
+        app.state.sessions = create_session_factory(engine)
+        app.state.queue = queue
+        app.state.inbox = inbox
+        inbox.start()
+        try:
+            yield
+        finally:
+            await inbox.stop()
+            await queue.close()
+            await engine.dispose()
+
+    app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
+    app.include_router(inbound_router)
+    app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
+    app.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
+    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+    return app
+
+
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+async def readyz(request: Request) -> JSONResponse:
+    """Postgres and Redis are reachable."""
+    checks: dict[str, str] = {}
+    try:
+        async with request.app.state.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        checks["postgres"] = "ok"
+    except Exception as exc:
+        checks["postgres"] = type(exc).__name__
+    checks["redis"] = "ok" if await request.app.state.queue.ping() else "unreachable"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse({"ready": ready, **checks}, status_code=200 if ready else 503)
+
+
+async def metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+app = create_app()

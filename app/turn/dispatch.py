@@ -1,0 +1,80 @@
+"""Step 4: run a parsed chat command. Commands never produce a model reply."""
+
+from __future__ import annotations
+
+from app.config import Settings
+from app.db import unit_of_work
+from app.inbound.frames import MessageCreate
+from app.memory.commands import memory_forget, memory_forget_all, memory_show
+from app.services import Services
+from app.turn import steps
+from app.turn.commands import (
+    Command,
+    ForgetMe,
+    MemoryForget,
+    MemoryForgetAll,
+    MemoryShow,
+    StaffCommand,
+    Usage,
+)
+
+NOT_STAFF = "Sorry, only staff can use `!bot` commands."
+
+
+def is_staff(message: MessageCreate, settings: Settings) -> bool:
+    if message.author.id in settings.staff_user_ids:
+        return True
+    roles = message.member.roles if message.member else []
+    return any(role in settings.staff_role_ids for role in roles)
+
+
+async def handle_command(
+    services: Services, command: Command, message: MessageCreate, event_id: str
+) -> None:
+    """Run ``command`` once per trigger, even if the job is retried."""
+    key = steps.step_key(event_id, "command")
+    async with services.sessions() as session:
+        if await steps.done(session, key) is not None:
+            return
+    await _run(services, command, message)
+    async with unit_of_work(services.sessions) as session:
+        await steps.record(session, key, {"command": type(command).__name__})
+
+
+async def _run(services: Services, command: Command, message: MessageCreate) -> None:
+    who = {"author_id": message.author.id, "channel_id": message.channel_id}
+    trigger = message.id
+    match command:
+        case MemoryShow():
+            await memory_show(services, **who, trigger_id=trigger)
+        case MemoryForget(memory_id=memory_id):
+            await memory_forget(services, **who, trigger_id=trigger, memory_id=memory_id)
+        case MemoryForgetAll():
+            await memory_forget_all(services, **who, trigger_id=trigger)
+        case ForgetMe():
+            await forget_me(services, message)
+        case Usage(text=text):
+            await answer(services, message, text)
+        case _:
+            await staff_command(services, command, message)
+
+
+async def answer(services: Services, message: MessageCreate, text: str) -> None:
+    await services.discord.send_message(
+        message.channel_id, text, nonce_key=f"command:{message.id}", reply_to=message.id
+    )
+
+
+async def forget_me(services: Services, message: MessageCreate) -> None:
+    from app.memory.erasure import forget_me as erase
+
+    await erase(services, message)
+
+
+async def staff_command(services: Services, command: StaffCommand, message: MessageCreate) -> None:
+    if not is_staff(message, services.settings):
+        await answer(services, message, NOT_STAFF)
+        return
+    from app.memory.staff import run_staff_command
+
+    await run_staff_command(services, command, message)

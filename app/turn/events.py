@@ -1,0 +1,78 @@
+"""The event job: route one recorded gateway event to the step that handles it."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select, update
+
+from app.db import unit_of_work
+from app.inbound.frames import (
+    Event,
+    EventType,
+    MessageCreate,
+    MessageDelete,
+    MessageDeleteBulk,
+    MessageUpdate,
+    parse_dispatch,
+)
+from app.kit.clock import utcnow
+from app.kit.logs import log_context
+from app.models import InboxEvent
+from app.services import Services
+from app.turn import channel_log, reactions
+from app.turn.pipeline import run_turn
+
+log = logging.getLogger(__name__)
+
+# A poison event stops being retried after this many attempts (it stays in the inbox).
+MAX_ATTEMPTS = 5
+
+
+async def handle_event(services: Services, event_id: str) -> None:
+    event = await _claim(services, event_id)
+    if event is None:
+        return
+    channel_id = getattr(event.data, "channel_id", None)
+    with log_context(event_id=event_id, event_type=event.type.value, channel_id=channel_id):
+        await _route(services, event, event_id)
+        async with unit_of_work(services.sessions) as session:
+            await session.execute(
+                update(InboxEvent).where(InboxEvent.id == event_id).values(handled_at=utcnow())
+            )
+
+
+async def _claim(services: Services, event_id: str) -> Event | None:
+    """Count the attempt; None when the event is unknown, done, or given up on."""
+    async with unit_of_work(services.sessions) as session:
+        row = await session.scalar(
+            select(InboxEvent).where(InboxEvent.id == event_id).with_for_update()
+        )
+        if row is None or row.handled_at is not None:
+            return None
+        row.attempts += 1
+        if row.attempts > MAX_ATTEMPTS:
+            row.handled_at = utcnow()
+            log.error("event given up after repeated failures", extra={"event_id": event_id})
+            return None
+        parsed = parse_dispatch(row.frame())
+    return parsed if isinstance(parsed, Event) else None
+
+
+async def _route(services: Services, event: Event, event_id: str) -> None:
+    data = event.data
+    match data:
+        case MessageCreate():
+            await run_turn(services, data, event_id)
+        case MessageUpdate():
+            async with unit_of_work(services.sessions) as session:
+                await channel_log.apply_edit(session, data, utcnow())
+        case MessageDelete() | MessageDeleteBulk():
+            ids = [data.id] if isinstance(data, MessageDelete) else data.ids
+            async with unit_of_work(services.sessions) as session:
+                await channel_log.mark_deleted(session, ids, utcnow())
+        case _:
+            await reactions.handle_reaction(services, event.type, data)
+
+
+__all__ = ["EventType", "handle_event"]

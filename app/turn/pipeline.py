@@ -1,0 +1,288 @@
+"""The turn: seed 002 steps 3–11 for one MESSAGE_CREATE.
+
+Decide first, generate second, remember after. Every decision without an answer takes the
+conservative branch (react 👍, write the reply, no correction, no memory write), and every
+side effect is recorded per trigger so a retried job does it once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+
+from app.agent import TaskRequest
+from app.chat.base import ChatFailed, Purpose
+from app.db import unit_of_work
+from app.decision.vocabulary import Question
+from app.discord.errors import DiscordError, DiscordUnavailable
+from app.discord.split import split_message
+from app.inbound.frames import MessageCreate
+from app.kit.clock import utcnow
+from app.memory.recall import recall_for_prompt, render_memory_block
+from app.persona import active_style, load_persona
+from app.services import Services
+from app.turn import channel_log, steps
+from app.turn.commands import parse_command
+from app.turn.dispatch import handle_command
+from app.turn.prompt import ChatLine, assemble_prompt, task_lines
+from app.turn.reactions import add_signal
+
+log = logging.getLogger(__name__)
+
+FALLBACK_EMOJI = "👍"
+APOLOGY = "Sorry, I couldn't put a reply together just now. Please try again in a moment."
+REMEMBER = "remember_after_reply"
+
+turn_outcomes = Counter("turn_outcomes_total", "Finished turns by how they ended", ["outcome"])
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    conversation: list[ChatLine]
+    persona: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    message_ids: list[int]
+    failed: bool
+
+
+async def run_turn(services: Services, message: MessageCreate, event_id: str) -> None:
+    if message.author.bot:  # our own echo is logged when posted; other bots are not turns
+        return
+    await log_message(services, message)  # 3
+    command = parse_command(message.content, services.bot_user_id)  # 4
+    if command is not None:
+        await handle_command(services, command, message, event_id)
+        return _finish("command")
+    await detect_correction(services, message)  # 5
+    if not is_addressed(message, services.bot_user_id):  # 6
+        return _finish("not_addressed")
+    context = await load_context(services, message)  # 7
+    if await react(services, message, context, event_id):  # 8
+        return _finish("emoji_only")
+    wants_task = await decide_task(services, message, context)  # 9
+    reply = await respond(services, message, context, event_id, wants_task=wants_task)  # 10
+    await remember(services, message, reply, event_id)  # 11
+    _finish("reply_failed" if reply.failed else "replied")
+
+
+def _finish(outcome: str) -> None:
+    turn_outcomes.labels(outcome=outcome).inc()
+
+
+# 3. Log ---------------------------------------------------------------------------------
+
+
+async def log_message(services: Services, message: MessageCreate) -> None:
+    async with unit_of_work(services.sessions) as session:
+        await channel_log.log_message(session, message)
+
+
+# 5. Corrections -------------------------------------------------------------------------
+
+
+async def detect_correction(services: Services, message: MessageCreate) -> None:
+    """A reply to a bot message that Jev calls a correction becomes a signal."""
+    target_id = message.reply_to_id
+    if target_id is None or not message.content.strip():
+        return
+    async with services.sessions() as session:
+        target = await channel_log.get_message(session, target_id)
+    if target is None or target.author_id != services.bot_user_id:
+        return
+    prompt = f"Bot said:\n{target.content}\n\n{message.author_name} replied:\n{message.content}"
+    if await services.decider.boolean(Question.IS_CORRECTION, prompt) is not True:
+        return
+    async with unit_of_work(services.sessions) as session:
+        await add_signal(
+            session,
+            message_id=target_id,
+            user_id=message.author.id,
+            kind="correction",
+            value=message.content,
+        )
+
+
+# 6. Addressed? --------------------------------------------------------------------------
+
+
+def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
+    """A mention in the text, or a DM. A reply's implicit ping alone does not address us."""
+    if message.guild_id is None:
+        return True
+    return f"<@{bot_user_id}>" in message.content or f"<@!{bot_user_id}>" in message.content
+
+
+# 7. Context -----------------------------------------------------------------------------
+
+
+async def load_context(services: Services, message: MessageCreate) -> Context:
+    async with services.sessions() as session:
+        recent = await channel_log.recent_messages(session, message.channel_id)
+        style = await active_style(session)
+    conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
+    persona = load_persona(services.settings.persona_path, style.content if style else None)
+    return Context(conversation=conversation, persona=persona)
+
+
+def _decision_prompt(message: MessageCreate, context: Context) -> str:
+    lines = "\n".join(task_lines(context.conversation, limit=8))
+    return (
+        f"Recent conversation:\n{lines}\n\n"
+        f"Message to answer, from {message.author_name}:\n{message.content}"
+    )
+
+
+# 8. React -------------------------------------------------------------------------------
+
+
+async def react(
+    services: Services, message: MessageCreate, context: Context, event_id: str
+) -> bool:
+    """Add the acknowledgement reaction first; True when an emoji alone is enough."""
+    key = steps.step_key(event_id, "react")
+    async with services.sessions() as session:
+        decided = await steps.done(session, key)
+    if decided is None:
+        prompt = _decision_prompt(message, context)
+        palette = services.settings.reaction_emojis
+        enough, emoji = await asyncio.gather(
+            services.decider.boolean(Question.EMOJI_ENOUGH, prompt),
+            services.decider.choice(Question.EMOJI_CHOICE, prompt, palette),
+        )
+        async with unit_of_work(services.sessions) as session:
+            decided = await steps.record(
+                session, key, {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True}
+            )
+    try:
+        await services.discord.add_reaction(message.channel_id, message.id, decided["emoji"])
+    except DiscordError as exc:
+        log.warning("reaction failed", extra={"error": type(exc).__name__})
+    return bool(decided["enough"])
+
+
+# 9. Task? -------------------------------------------------------------------------------
+
+
+async def decide_task(services: Services, message: MessageCreate, context: Context) -> bool:
+    if services.agent is None:
+        return False
+    prompt = _decision_prompt(message, context)
+    return await services.decider.boolean(Question.IS_TASK, prompt) is True
+
+
+# 10. Respond ----------------------------------------------------------------------------
+
+
+async def respond(
+    services: Services, message: MessageCreate, context: Context, event_id: str, *, wants_task: bool
+) -> Reply:
+    """Post one reply, once: the text is fixed before posting, the post is recorded after."""
+    text_key, posted_key = steps.step_key(event_id, "reply-text"), steps.step_key(event_id, "reply")
+    async with services.sessions() as session:
+        posted = await steps.done(session, posted_key)
+        planned = await steps.done(session, text_key)
+    if posted is not None:
+        return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
+    if planned is None:
+        text, failed = await _compose(services, message, context, wants_task=wants_task)
+        async with unit_of_work(services.sessions) as session:
+            planned = await steps.record(session, text_key, {"text": text, "failed": failed})
+    return await _post(services, message, event_id, planned["text"], bool(planned["failed"]))
+
+
+async def _compose(
+    services: Services, message: MessageCreate, context: Context, *, wants_task: bool
+) -> tuple[str, bool]:
+    if wants_task and services.agent is not None:
+        text = await run_task(services, message, context)
+        if text:
+            return text, False
+    try:
+        return await write_reply(services, message, context), False
+    except ChatFailed as exc:
+        log.error("reply generation failed; posting an apology", extra={"error": str(exc)})
+        return APOLOGY, True
+
+
+async def run_task(services: Services, message: MessageCreate, context: Context) -> str | None:
+    assert services.agent is not None
+    request = TaskRequest(
+        channel_id=message.channel_id,
+        requester_name=message.author_name,
+        request=message.content,
+        recent_lines=task_lines(context.conversation, limit=10),
+        persona=context.persona,
+    )
+    return await services.agent.run(request)
+
+
+async def write_reply(services: Services, message: MessageCreate, context: Context) -> str:
+    speaker = message.author.id
+    async with unit_of_work(services.sessions) as session:
+        memories = await recall_for_prompt(session, user_ids=[speaker], actor="reply")
+    prompt = assemble_prompt(
+        channel_summary=None,
+        memory_block=render_memory_block(memories, {speaker: message.author_name}),
+        conversation=context.conversation,
+        persona=context.persona,
+    )
+    return await services.chat.write(
+        Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024
+    )
+
+
+async def _post(
+    services: Services, message: MessageCreate, event_id: str, text: str, failed: bool
+) -> Reply:
+    try:
+        ids = await services.discord.send_message(
+            message.channel_id, text, nonce_key=event_id, reply_to=message.id
+        )
+    except DiscordUnavailable:
+        raise  # Discord is down: the job fails and is retried; the nonce prevents a double post
+    except DiscordError as exc:
+        log.error("reply could not be posted", extra={"error": type(exc).__name__})
+        ids = []
+    now = utcnow()
+    async with unit_of_work(services.sessions) as session:
+        for message_id, part in zip(ids, split_message(text), strict=False):
+            await channel_log.log_bot_message(
+                session,
+                message_id=message_id,
+                channel_id=message.channel_id,
+                guild_id=message.guild_id,
+                bot_user_id=services.bot_user_id,
+                bot_name=services.bot_name,
+                content=part,
+                reply_to_id=message.id,
+                created_at=now,
+            )
+        await steps.record(
+            session, steps.step_key(event_id, "reply"), {"message_ids": ids, "failed": failed}
+        )
+    return Reply(message_ids=ids, failed=failed or not ids)
+
+
+# 11. Remember ---------------------------------------------------------------------------
+
+
+async def remember(services: Services, message: MessageCreate, reply: Reply, event_id: str) -> None:
+    """Hand the exchange to the memory write path as its own job; it cannot touch the reply."""
+    if reply.failed or not services.settings.memory_active:
+        return
+    try:
+        await services.queue.enqueue(
+            REMEMBER,
+            message.channel_id,
+            message.id,
+            reply.message_ids[-1],
+            message.author.id,
+            job_id=f"remember:{event_id}",
+        )
+    except Exception as exc:
+        log.warning("memory job not enqueued", extra={"error": type(exc).__name__})

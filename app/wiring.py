@@ -1,0 +1,65 @@
+"""Build the process-wide Services from settings, and close them again."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import httpx
+
+from app.agent import build_agent
+from app.chat.anthropic import AnthropicChat, build_anthropic
+from app.config import SandboxBackend, Settings
+from app.db import create_engine, create_session_factory
+from app.decision.factory import build_decider
+from app.discord.client import DiscordClient
+from app.kit.arqueue import create_queue
+from app.kit.queue import JobQueue
+from app.services import Services
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings, *, queue: JobQueue | None = None
+) -> AsyncIterator[Services]:
+    async with AsyncExitStack() as stack:
+        engine = create_engine(settings.database_url)
+        stack.push_async_callback(engine.dispose)
+        sessions = create_session_factory(engine)
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
+        if queue is None:
+            arq_queue = create_queue(settings.redis_url)
+            stack.push_async_callback(arq_queue.close)
+            queue = arq_queue
+        token = settings.discord_bot_token
+        if token is None:
+            raise RuntimeError("DISCORD_BOT_TOKEN is required by the worker")
+        discord = DiscordClient(
+            http, token=token.get_secret_value(), api_base=settings.discord_api_base
+        )
+        anthropic = build_anthropic(settings)
+        stack.push_async_callback(anthropic.close)
+        bot_id, bot_name = await _identity(settings, discord)
+        agent = None
+        if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
+            agent = build_agent(settings, anthropic=anthropic, http=http, sessions=sessions)
+            stack.push_async_callback(agent.aclose)
+        yield Services(
+            settings=settings,
+            sessions=sessions,
+            discord=discord,
+            decider=build_decider(settings, http, anthropic),
+            chat=AnthropicChat(anthropic, model=settings.chat_model),
+            queue=queue,
+            bot_user_id=bot_id,
+            bot_name=bot_name,
+            agent=agent,
+        )
+
+
+async def _identity(settings: Settings, discord: DiscordClient) -> tuple[int, str]:
+    """DISCORD_BOT_USER_ID when set; otherwise asked once from GET /users/@me."""
+    if settings.discord_bot_user_id is not None:
+        return settings.discord_bot_user_id, "bot"
+    me = await discord.get_me()
+    return int(me["id"]), str(me.get("global_name") or me.get("username") or "bot")

@@ -1,0 +1,110 @@
+"""The worker process: `arq app.worker.WorkerSettings`. The only module that wires ARQ.
+
+Every job is a few lines calling a domain function with explicit Services. Job timeouts stay
+at or under 100 s: ARQ retries a dead worker's job once its in-progress key lapses (the
+longest job timeout + 10 s), which keeps recovery within the contract's two minutes."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from datetime import timedelta, timezone
+from typing import Any, TypedDict, cast
+
+from arq import cron, func
+from arq.connections import RedisSettings
+from prometheus_client import start_http_server
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.config import Settings, get_settings
+from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
+from app.kit.arqueue import ArqQueue
+from app.kit.logs import configure_logging
+from app.memory.jobs import remember_after_reply
+from app.services import Services
+from app.turn.events import handle_event
+from app.turn.pipeline import REMEMBER
+from app.wiring import open_services
+
+JOB_TIMEOUT_S = 100
+JST = timezone(timedelta(hours=9))
+
+
+class WorkerContext(TypedDict):
+    settings: Settings
+    services: Services
+    stack: AsyncExitStack
+
+
+def _services(ctx: dict[str, Any]) -> Services:
+    return cast(WorkerContext, ctx)["services"]
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    settings: Settings = ctx.get("settings") or get_settings()
+    if not ctx.get("settings"):
+        configure_logging()
+        start_http_server(settings.worker_metrics_port)
+    stack = AsyncExitStack()
+    services = await stack.enter_async_context(
+        open_services(settings, queue=ArqQueue(ctx["redis"]))
+    )
+    ctx.update(settings=settings, services=services, stack=stack)
+
+
+async def shutdown(ctx: dict[str, Any]) -> None:
+    stack: AsyncExitStack | None = ctx.get("stack")
+    if stack is not None:
+        await stack.aclose()
+
+
+async def process_event(ctx: dict[str, Any], event_id: str) -> None:
+    await handle_event(_services(ctx), event_id)
+
+
+async def remember(
+    ctx: dict[str, Any],
+    channel_id: int,
+    trigger_message_id: int,
+    reply_message_id: int | None,
+    speaker_id: int,
+) -> None:
+    await remember_after_reply(
+        _services(ctx),
+        channel_id=channel_id,
+        trigger_message_id=trigger_message_id,
+        reply_message_id=reply_message_id,
+        speaker_id=speaker_id,
+    )
+
+
+async def sweep(ctx: dict[str, Any]) -> None:
+    services = _services(ctx)
+    await sweep_inbox(services.sessions, services.queue)
+
+
+async def prune(ctx: dict[str, Any]) -> None:
+    await prune_inbox(_services(ctx).sessions)
+
+
+class _RedisOnly(BaseSettings):
+    """Read at import (ARQ needs it on the class) without demanding the other secrets."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    redis_url: str = "redis://localhost:6379/0"
+
+
+class WorkerSettings:
+    functions = [  # noqa: RUF012 (ARQ reads these class attributes)
+        func(process_event, name=PROCESS_EVENT, timeout=JOB_TIMEOUT_S, keep_result=0),
+        func(remember, name=REMEMBER, timeout=JOB_TIMEOUT_S, keep_result=0),
+    ]
+    cron_jobs = [  # noqa: RUF012
+        cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
+        cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
+    ]
+    on_startup = startup
+    on_shutdown = shutdown
+    job_timeout = JOB_TIMEOUT_S
+    max_jobs = 20
+    timezone = JST
+    redis_settings = RedisSettings.from_dsn(_RedisOnly().redis_url)
