@@ -1,0 +1,57 @@
+"""Operator pins (seed 001): facts staff set for one channel or for every channel.
+
+Thin queries; the staff commands decide who may call them, recall reads them into prompts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy import delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models.memory import Pin
+
+Scope = Literal["channel", "global"]
+MAX_PIN_CHARS = 500
+
+
+async def add_pin(
+    session: AsyncSession, *, scope: Scope, channel_id: int | None, content: str, created_by: int
+) -> tuple[Pin, bool]:
+    """Insert a pin; ``(pin, created)``. The same fact pinned again by the same person in the
+    same place returns the existing pin, so a retried command does not pin twice."""
+    where_channel = Pin.channel_id.is_(None) if channel_id is None else Pin.channel_id == channel_id
+    existing = await session.scalar(
+        select(Pin).where(
+            Pin.scope == scope,
+            where_channel,
+            Pin.content == content,
+            Pin.created_by == created_by,
+        )
+    )
+    if existing is not None:
+        return existing, False
+    pin = Pin(scope=scope, channel_id=channel_id, content=content, created_by=created_by)
+    pin.source = "operator"
+    session.add(pin)
+    await session.flush()
+    await session.refresh(pin)
+    return pin, True
+
+
+async def remove_pin(session: AsyncSession, pin_id: int) -> Pin | None:
+    """Delete one pin; the deleted row, or None when there was no such pin."""
+    query = (
+        delete(Pin).where(Pin.id == pin_id).returning(Pin).execution_options(populate_existing=True)
+    )
+    return (await session.scalars(query)).one_or_none()
+
+
+async def pins_for_channel(session: AsyncSession, channel_id: int) -> list[Pin]:
+    """Global pins and this channel's pins, oldest first (what the prompt's memory part shows)."""
+    query = (
+        select(Pin)
+        .where(or_(Pin.scope == "global", Pin.channel_id == channel_id))
+        .order_by(Pin.created_at, Pin.id)
+    )
+    return list((await session.scalars(query)).all())

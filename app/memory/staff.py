@@ -1,0 +1,197 @@
+"""MEM-07 staff commands: review and edit anyone's memories, and manage operator pins.
+
+The turn's dispatcher has already checked the author is staff. Every memory read and change
+is in `memory_log` with actor `staff` (the staff member's id in the reason); pins are not
+memories, so pin changes go to the structured log with the staff member's id instead.
+A memory listing is sent by DM to the staff member, never into the (possibly public) channel."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db import unit_of_work
+from app.discord.errors import DiscordError
+from app.inbound.frames import MessageCreate
+from app.memory import ledger, pins, repository
+from app.memory.commands import preview
+from app.models.memory import Memory
+from app.services import Services
+from app.turn.commands import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "staff"
+LISTING_LIMIT = 100
+
+
+def format_staff_listing(user_id: int, memories: Sequence[tuple[int, str, str]], more: int) -> str:
+    """Pure: the DM text for `!bot memory <user>` — id, source and preview per memory."""
+    if not memories:
+        return f"User `{user_id}` has no memories."
+    lines = [f"`{mid}` ({source}) {preview(content)}" for mid, content, source in memories]
+    tail = f"\n…and {more} older not shown." if more > 0 else ""
+    return (
+        f"Memories of user `{user_id}` (id, source, note):\n"
+        + "\n".join(lines)
+        + tail
+        + "\n\nDelete one with `!bot forget-fact <id>`."
+    )
+
+
+def listing_sent(user_id: int, count: int) -> str:
+    noun = "memory" if count == 1 else "memories"
+    return f"I've sent you a DM with the {count} {noun} of `{user_id}`."
+
+
+LISTING_DM_FAILED = (
+    "I couldn't send you a direct message, so I won't list those memories here. "
+    "Allow DMs from this server's members and try again."
+)
+
+
+def _reason(message: MessageCreate, what: str) -> str:
+    return f"staff {message.author.id}: {what}"
+
+
+async def run_staff_command(
+    services: Services, command: StaffCommand, message: MessageCreate
+) -> None:
+    """Run one staff command (the caller checked the author is staff) and answer it."""
+    match command:
+        case StaffMemory(user_id=user_id):
+            await _list_memories(services, message, user_id)
+        case StaffForgetFact(memory_id=memory_id):
+            await _forget_fact(services, message, memory_id)
+        case StaffPin(scope=scope, fact=fact):
+            await _pin(services, message, scope, fact)
+        case StaffUnpin(pin_id=pin_id):
+            await _unpin(services, message, pin_id)
+
+
+async def _answer(services: Services, message: MessageCreate, text: str) -> None:
+    await services.discord.send_message(
+        message.channel_id, text, nonce_key=f"staff:{message.id}", reply_to=message.id
+    )
+
+
+async def _list_memories(services: Services, message: MessageCreate, user_id: int) -> None:
+    async with unit_of_work(services.sessions) as session:
+        rows = list(
+            await session.scalars(
+                select(Memory)
+                .where(Memory.user_id == user_id)
+                .order_by(Memory.updated_at.desc(), Memory.id.desc())
+                .limit(LISTING_LIMIT + 1)
+            )
+        )
+        shown = rows[:LISTING_LIMIT]
+        total = len(shown) if len(rows) <= LISTING_LIMIT else await _count(session, user_id)
+        await ledger.log_read(
+            session,
+            user_id=user_id,
+            ids=[m.id for m in shown],
+            actor=ACTOR,
+            reason=_reason(message, "!bot memory"),
+        )
+        listing = format_staff_listing(
+            user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
+        )
+    try:
+        await services.discord.send_dm(
+            message.author.id, listing, nonce_key=f"staff-memory:{message.id}"
+        )
+    except DiscordError as exc:
+        logger.info(
+            "staff memory listing: DM failed",
+            extra={"staff_id": message.author.id, "user_id": user_id, "error": repr(exc)},
+        )
+        await _answer(services, message, LISTING_DM_FAILED)
+        return
+    await _answer(services, message, listing_sent(user_id, len(shown)))
+
+
+async def _count(session: AsyncSession, user_id: int) -> int:
+    total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
+    return int(total or 0)
+
+
+async def _forget_fact(services: Services, message: MessageCreate, memory_id: int) -> None:
+    async with unit_of_work(services.sessions) as session:
+        owner = await session.scalar(select(Memory.user_id).where(Memory.id == memory_id))
+        gone = None
+        if owner is not None:
+            # The owner's lock, as the write path takes it, so no extraction races the delete.
+            await repository.lock_user(session, owner)
+            gone = await repository.delete_owned(session, memory_id, owner)
+        if gone is not None:
+            await ledger.log_change(
+                session,
+                action="delete",
+                memory_id=gone.id,
+                user_id=gone.user_id,
+                actor=ACTOR,
+                reason=_reason(message, "!bot forget-fact"),
+                before=ledger.snapshot(gone),
+                after=None,
+                trigger=f"staff:{message.id}",
+            )
+    if gone is None:
+        await _answer(services, message, f"No memory with id {memory_id} was found.")
+        return
+    ledger.count_changes(ACTOR, "delete")
+    logger.info(
+        "staff forget-fact",
+        extra={"staff_id": message.author.id, "memory_id": memory_id, "user_id": gone.user_id},
+    )
+    await _answer(
+        services, message, f"Deleted memory {memory_id} (it belonged to `{gone.user_id}`)."
+    )
+
+
+async def _pin(services: Services, message: MessageCreate, scope: pins.Scope, fact: str) -> None:
+    if len(fact) > pins.MAX_PIN_CHARS:
+        await _answer(services, message, f"A pin can be at most {pins.MAX_PIN_CHARS} characters.")
+        return
+    channel_id = message.channel_id if scope == "channel" else None
+    async with unit_of_work(services.sessions) as session:
+        pin, created = await pins.add_pin(
+            session,
+            scope=scope,
+            channel_id=channel_id,
+            content=fact,
+            created_by=message.author.id,
+        )
+    logger.info(
+        "staff pin added" if created else "staff pin already present",
+        extra={
+            "staff_id": message.author.id,
+            "pin_id": pin.id,
+            "scope": scope,
+            "channel_id": channel_id,
+            "chars": len(fact),
+        },
+    )
+    where = "for this channel" if scope == "channel" else "for every channel"
+    await _answer(services, message, f"Pinned {where} with id {pin.id}.")
+
+
+async def _unpin(services: Services, message: MessageCreate, pin_id: int) -> None:
+    async with unit_of_work(services.sessions) as session:
+        gone = await pins.remove_pin(session, pin_id)
+    if gone is None:
+        await _answer(services, message, f"No pin with id {pin_id} was found.")
+        return
+    logger.info(
+        "staff pin removed",
+        extra={
+            "staff_id": message.author.id,
+            "pin_id": pin_id,
+            "scope": gone.scope,
+            "channel_id": gone.channel_id,
+        },
+    )
+    await _answer(services, message, f"Removed pin {pin_id}.")
