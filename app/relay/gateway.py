@@ -141,7 +141,13 @@ class GatewayClient:
             max_size=self._tuning.max_frame_bytes,
             logger=_ws_log,
         ) as ws:
-            return await self._serve(ws, resume=resume)
+            try:
+                return await self._serve(ws, resume=resume)
+            except asyncio.CancelledError:
+                # Shutting down: a normal close ends the session (nothing will resume it)
+                # rather than the 1011 the library would send for an exception.
+                await ws.close(code=1000)
+                raise
 
     async def _serve(self, ws: ClientConnection, *, resume: bool) -> bool:
         hello = parse_payload(await asyncio.wait_for(ws.recv(), self._tuning.hello_timeout_s))

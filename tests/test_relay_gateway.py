@@ -1,0 +1,357 @@
+"""The whole relay against a local fake Discord gateway, a fake REST API and a local webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as ws_serve
+from websockets.exceptions import ConnectionClosed
+
+from app.relay.frames import (
+    DIRECT_MESSAGE_REACTIONS,
+    DIRECT_MESSAGES,
+    GUILD_MESSAGE_REACTIONS,
+    GUILD_MESSAGES,
+    GUILDS,
+    HANDLED_TYPES,
+    MESSAGE_CONTENT,
+)
+from app.relay.gateway import GatewayFatal, GatewayTuning
+from app.relay.metrics import RelayMetrics
+from app.relay.service import run_relay
+from app.relay.settings import RelaySettings
+from tests.support.servers import serve
+
+BOT_TOKEN = "relay-test-bot-token"
+HOOK_TOKEN = "relay-test-gateway-token"
+REQUIRED_INTENTS = (
+    GUILDS
+    | GUILD_MESSAGES
+    | GUILD_MESSAGE_REACTIONS
+    | DIRECT_MESSAGES
+    | DIRECT_MESSAGE_REACTIONS
+    | MESSAGE_CONTENT
+)
+FAST = GatewayTuning(
+    hello_timeout_s=5,
+    open_timeout_s=5,
+    reconnect_base_s=0.01,
+    reconnect_max_s=0.05,
+    invalid_session_min_s=0,
+    invalid_session_max_s=0.01,
+)
+
+
+class GatewayConnection:
+    """One client connection to the fake gateway, driven by the test step by step."""
+
+    def __init__(self, ws: ServerConnection, *, ack: bool) -> None:
+        self.ws = ws
+        self.path = ws.request.path if ws.request else ""
+        self.ack = ack
+        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.heartbeats: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.closed = asyncio.Event()
+
+    async def pump(self) -> None:
+        try:
+            async for raw in self.ws:
+                payload = json.loads(raw)
+                if payload["op"] == 1:
+                    self.heartbeats.put_nowait(payload)
+                    if self.ack:
+                        await self.ws.send(json.dumps({"op": 11}))
+                else:
+                    self.inbox.put_nowait(payload)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.closed.set()
+
+    async def hello(self, interval_ms: int = 250) -> None:
+        await self.ws.send(json.dumps({"op": 10, "d": {"heartbeat_interval": interval_ms}}))
+
+    async def expect(self, op: int) -> dict[str, Any]:
+        payload = await asyncio.wait_for(self.inbox.get(), 5)
+        assert payload["op"] == op, payload
+        return payload
+
+    async def dispatch(self, t: str, seq: int, data: dict[str, Any]) -> str:
+        raw = json.dumps({"op": 0, "t": t, "s": seq, "d": data})
+        await self.ws.send(raw)
+        return raw
+
+    async def heartbeat_with(self, seq: int) -> None:
+        while (await asyncio.wait_for(self.heartbeats.get(), 5))["d"] != seq:
+            pass
+
+    async def close_code(self) -> int | None:
+        await asyncio.wait_for(self.closed.wait(), 5)
+        return self.ws.close_code
+
+
+class FakeGateway:
+    def __init__(self) -> None:
+        self.connections: asyncio.Queue[GatewayConnection] = asyncio.Queue()
+        self.url = ""
+
+    async def handler(self, ws: ServerConnection) -> None:
+        connection = GatewayConnection(ws, ack=True)
+        self.connections.put_nowait(connection)
+        await connection.pump()
+
+    async def next_connection(self) -> GatewayConnection:
+        return await asyncio.wait_for(self.connections.get(), 5)
+
+
+@asynccontextmanager
+async def fake_gateway() -> AsyncIterator[FakeGateway]:
+    gateway = FakeGateway()
+    async with ws_serve(gateway.handler, "127.0.0.1", 0) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        gateway.url = f"ws://127.0.0.1:{port}"
+        yield gateway
+
+
+class Webhook:
+    """A local /webhook that accepts everything and keeps each body as received."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.tokens: set[str | None] = set()
+        self.arrived = asyncio.Condition()
+        self.app = Starlette(routes=[Route("/webhook", self.handle, methods=["POST"])])
+
+    async def handle(self, request: Request) -> Response:
+        self.tokens.add(request.headers.get("x-discord-gateway-token"))
+        body = await request.body()
+        async with self.arrived:
+            self.bodies.append(body)
+            self.arrived.notify_all()
+        return JSONResponse({"status": "ok"})
+
+    async def until(self, count: int) -> None:
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.bodies) >= count), 5)
+
+
+def relay_settings(webhook_base: str, **overrides: Any) -> RelaySettings:
+    values: dict[str, Any] = {
+        "discord_bot_token": BOT_TOKEN,
+        "gateway_token": HOOK_TOKEN,
+        "webhook_url": f"{webhook_base}/webhook",
+        "discord_api_base": "http://127.0.0.1:9/api/v10",  # nothing there: must not be asked
+        "relay_retry_base_s": 0.005,
+        "relay_retry_max_s": 0.02,
+        "relay_drain_deadline_s": 2,
+        "_env_file": None,
+        **overrides,
+    }
+    return RelaySettings(**values)
+
+
+def channel_of(body: bytes) -> str:
+    return str(json.loads(body)["d"]["channel_id"])
+
+
+def message(mid: int, channel: str = "10", **extra: Any) -> dict[str, Any]:
+    return {"id": str(mid), "channel_id": channel, "content": f"msg {mid} ✓", **extra}
+
+
+def reaction(mid: int, channel: str = "10") -> dict[str, Any]:
+    return {"message_id": str(mid), "channel_id": channel, "user_id": "7", "emoji": {"name": "👍"}}
+
+
+async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() -> None:
+    rest_calls: list[str | None] = []
+
+    webhook = Webhook()
+    metrics = RelayMetrics()
+    stop = asyncio.Event()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+
+        async def gateway_bot(request: Request) -> Response:
+            rest_calls.append(request.headers.get("authorization"))
+            return JSONResponse({"url": gateway.url, "shards": 1})
+
+        rest = Starlette(routes=[Route("/api/v10/gateway/bot", gateway_bot)])
+        async with serve(rest) as rest_base:
+            settings = relay_settings(hook_base, discord_api_base=f"{rest_base}/api/v10")
+            relay = asyncio.create_task(run_relay(settings, metrics, stop, tuning=FAST))
+
+            first = await gateway.next_connection()
+            assert first.path.startswith("/?") and "encoding=json" in first.path
+            assert "compress" not in first.path  # plain JSON text frames
+            await first.hello()
+            identify = await first.expect(2)
+            assert identify["d"]["token"] == BOT_TOKEN
+            assert identify["d"]["intents"] & REQUIRED_INTENTS == REQUIRED_INTENTS
+            resume_url = f"{gateway.url}/resume"
+            await first.dispatch(
+                "READY", 1, {"session_id": "s-1", "resume_gateway_url": resume_url}
+            )
+            sent = [
+                await first.dispatch("GUILD_CREATE", 2, {"id": "1", "channels": []}),
+                await first.dispatch("MESSAGE_CREATE", 3, message(100)),
+                await first.dispatch("TYPING_START", 4, {"channel_id": "10", "user_id": "7"}),
+                await first.dispatch("MESSAGE_REACTION_ADD", 5, reaction(100)),
+                await first.dispatch("MESSAGE_UPDATE", 6, message(100, edited_timestamp="x")),
+            ]
+            await webhook.until(3)
+            await first.heartbeat_with(6)  # the heartbeat carries the last sequence number
+            await first.ws.send(json.dumps({"op": 7, "d": None}))
+            assert await first.close_code() == 4000  # not 1000: the session stays resumable
+
+            second = await gateway.next_connection()
+            assert second.path.startswith("/resume")
+            await second.hello()
+            resume = await second.expect(6)
+            assert resume["d"] == {"token": BOT_TOKEN, "session_id": "s-1", "seq": 6}
+            sent += [
+                await second.dispatch("RESUMED", 7, {}),
+                await second.dispatch("MESSAGE_REACTION_REMOVE", 8, reaction(100)),
+                await second.dispatch("MESSAGE_REACTION_REMOVE_EMOJI", 9, reaction(100)),
+                await second.dispatch("MESSAGE_REACTION_REMOVE_ALL", 10, reaction(100)),
+                await second.dispatch("MESSAGE_DELETE", 11, {"id": "100", "channel_id": "10"}),
+                await second.dispatch("PRESENCE_UPDATE", 12, {"user": {"id": "7"}}),
+                await second.dispatch(
+                    "MESSAGE_DELETE_BULK", 13, {"ids": ["1", "2"], "channel_id": "20"}
+                ),
+                await second.dispatch("MESSAGE_CREATE", 14, message(200, channel="20")),
+            ]
+            await webhook.until(9)
+            stop.set()
+            assert await asyncio.wait_for(relay, 5) == []
+
+    handled = [raw.encode() for raw in sent if json.loads(raw)["t"] in HANDLED_TYPES]
+    assert sorted(webhook.bodies) == sorted(handled)  # byte for byte, each once
+    for channel in ("10", "20"):
+        assert [b for b in webhook.bodies if channel_of(b) == channel] == [
+            b for b in handled if channel_of(b) == channel
+        ]
+    assert {json.loads(b)["t"] for b in webhook.bodies} == HANDLED_TYPES
+    assert webhook.tokens == {HOOK_TOKEN}
+    assert rest_calls == [f"Bot {BOT_TOKEN}"]  # asked once; the resume used resume_gateway_url
+    assert metrics.value("relay_gateway_reconnects_total") == 1
+    assert metrics.value("relay_frames_received_total", t="TYPING_START") == 1
+    assert metrics.value("relay_frames_forwarded_total") == 9
+
+
+async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
+    webhook = Webhook()
+    metrics = RelayMetrics()
+    stop = asyncio.Event()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+        settings = relay_settings(hook_base, discord_gateway_url=gateway.url)
+        relay = asyncio.create_task(run_relay(settings, metrics, stop, tuning=FAST))
+
+        first = await gateway.next_connection()
+        await first.hello(interval_ms=100)
+        await first.expect(2)
+        await first.dispatch("READY", 1, {"session_id": "s-z", "resume_gateway_url": gateway.url})
+        await first.dispatch("MESSAGE_CREATE", 2, message(1))
+        await webhook.until(1)
+        first.ack = False  # a zombie connection from now on: beats go unanswered
+        assert await first.close_code() == 4000
+
+        second = await gateway.next_connection()
+        await second.hello()
+        resume = await second.expect(6)
+        assert (resume["d"]["session_id"], resume["d"]["seq"]) == ("s-z", 2)
+        await second.dispatch("RESUMED", 3, {})
+        await second.dispatch("MESSAGE_CREATE", 4, message(2))
+        await webhook.until(2)
+        stop.set()
+        assert await asyncio.wait_for(relay, 5) == []
+    assert [json.loads(b)["d"]["id"] for b in webhook.bodies] == ["1", "2"]
+    assert metrics.value("relay_gateway_reconnects_total") == 1
+
+
+async def test_dropped_connection_resumes_and_invalid_session_identifies_afresh() -> None:
+    webhook = Webhook()
+    stop = asyncio.Event()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+        settings = relay_settings(hook_base, discord_gateway_url=gateway.url)
+        relay = asyncio.create_task(run_relay(settings, RelayMetrics(), stop, tuning=FAST))
+
+        first = await gateway.next_connection()
+        await first.hello()
+        await first.expect(2)
+        resume_url = f"{gateway.url}/resume"
+        await first.dispatch("READY", 1, {"session_id": "s-1", "resume_gateway_url": resume_url})
+        await first.ws.close(code=1011)  # the server goes away mid-session
+
+        second = await gateway.next_connection()
+        assert second.path.startswith("/resume")
+        await second.hello()
+        assert (await second.expect(6))["d"]["session_id"] == "s-1"
+        await second.ws.send(json.dumps({"op": 9, "d": False}))  # too late to resume
+
+        third = await gateway.next_connection()
+        assert not third.path.startswith("/resume")  # back to the gateway URL
+        await third.hello()
+        identify = await third.expect(2)
+        assert identify["d"]["token"] == BOT_TOKEN
+        await third.dispatch("READY", 1, {"session_id": "s-2", "resume_gateway_url": resume_url})
+        await third.dispatch("MESSAGE_CREATE", 2, message(5))
+        await webhook.until(1)
+        stop.set()
+        assert await asyncio.wait_for(relay, 5) == []
+
+
+async def test_authentication_failure_stops_the_relay_without_leaking_the_token() -> None:
+    webhook = Webhook()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+        settings = relay_settings(hook_base, discord_gateway_url=gateway.url)
+        relay = asyncio.create_task(run_relay(settings, RelayMetrics(), asyncio.Event()))
+
+        first = await gateway.next_connection()
+        await first.hello()
+        await first.expect(2)
+        await first.ws.close(code=4004, reason="Authentication failed.")
+        with pytest.raises(GatewayFatal) as failure:
+            await asyncio.wait_for(relay, 5)
+    assert "4004" in str(failure.value)
+    assert BOT_TOKEN not in str(failure.value)
+
+
+async def test_frames_queued_when_stop_arrives_are_still_delivered() -> None:
+    release = asyncio.Event()
+    bodies: list[bytes] = []
+
+    async def slow_hook(request: Request) -> Response:
+        await release.wait()
+        bodies.append(await request.body())
+        return JSONResponse({"status": "ok"})
+
+    stop = asyncio.Event()
+    app = Starlette(routes=[Route("/webhook", slow_hook, methods=["POST"])])
+    async with fake_gateway() as gateway, serve(app) as hook_base:
+        settings = relay_settings(hook_base, discord_gateway_url=gateway.url)
+        metrics = RelayMetrics()
+        relay = asyncio.create_task(run_relay(settings, metrics, stop, tuning=FAST))
+        first = await gateway.next_connection()
+        await first.hello()
+        await first.expect(2)
+        await first.dispatch("READY", 1, {"session_id": "s", "resume_gateway_url": gateway.url})
+        for seq in range(2, 6):
+            await first.dispatch("MESSAGE_CREATE", seq, message(seq))
+        await first.heartbeat_with(5)  # all four frames are queued
+        stop.set()
+        try:
+            assert await first.close_code() == 1000  # the relay stops reading the gateway first
+        finally:
+            release.set()
+        assert await asyncio.wait_for(relay, 5) == []
+    assert [json.loads(b)["d"]["id"] for b in bodies] == ["2", "3", "4", "5"]
+    assert metrics.value("relay_queue_depth") == 0
