@@ -104,7 +104,7 @@ async def test_exec_returns_combined_output_and_exit_code(rig: Rig) -> None:
     result = await rig.sandbox.run(3, "ls /nowhere", 60)
 
     assert (result.exit_code, result.output, result.timed_out) == (2, "hello\noops\n", False)
-    assert seen == [["timeout", "-k", "2", "60s", "bash", "-lc", "ls /nowhere"]]
+    assert seen == [["timeout", "-k", "2", "60", "bash", "-lc", "ls /nowhere"]]
     (run,) = rig.docker.execs.values()
     assert run.spec["User"] == "1000:1000" and run.spec["Tty"] is False
 
@@ -120,12 +120,20 @@ async def test_exec_output_keeps_the_tail(rig: Rig) -> None:
 
 
 async def test_in_container_timeout_is_reported(rig: Rig) -> None:
-    # `timeout` exits 124 when it had to stop the command; the run lasted the full limit.
-    rig.docker.exec_handler = lambda cmd: ExecOutput(stdout=b"partial\n", exit_code=124)
+    # `timeout` exits 124 when it had to stop the command, after the full limit.
+    rig.docker.exec_handler = lambda cmd: ExecOutput(b"partial\n", exit_code=124, delay_s=0.3)
 
-    result = await rig.sandbox.run(3, "sleep 100", 0)
+    result = await rig.sandbox.run(3, "sleep 100", 0.2)
 
     assert result.timed_out and result.exit_code is None and result.output == "partial\n"
+
+
+async def test_a_quick_exit_124_is_the_commands_own_code(rig: Rig) -> None:
+    rig.docker.exec_handler = lambda cmd: ExecOutput(b"", exit_code=124)
+
+    result = await rig.sandbox.run(3, "exit 124", 60)
+
+    assert (result.timed_out, result.exit_code) == (False, 124)
 
 
 async def test_missing_image_is_pulled_then_created(rig: Rig) -> None:

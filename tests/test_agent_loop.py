@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from pydantic import SecretStr
 
 from app.agent import AgentLimits, TaskAgent, TaskRequest, build_agent
+from app.agent.fake_docker import ExecOutput, FakeDocker
 from app.agent.fake_jina import FakeJina
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
 from app.config import SandboxBackend, Settings
 from app.db import SessionFactory
+from app.kit.clock import utcnow
 from tests.support.servers import serve
 
 PERSONA = "You are Mika, the channel's friendly companion."
@@ -41,13 +44,19 @@ class Rig:
     client: anthropic.AsyncAnthropic
     http: httpx.AsyncClient
 
-    def agent(self, limits: AgentLimits | None = None, **overrides: Any) -> TaskAgent:
+    def agent(
+        self,
+        limits: AgentLimits | None = None,
+        docker_http: httpx.AsyncClient | None = None,
+        **overrides: Any,
+    ) -> TaskAgent:
         settings = self.settings.model_copy(update=overrides)
         return build_agent(
             settings,
             anthropic=self.client,
             http=self.http,
             sessions=self.sessions,
+            docker_http=docker_http,
             resolve=fake_resolver,
             limits=limits,
         )
@@ -297,3 +306,16 @@ async def test_run_command_is_offered_and_runs_in_the_local_sandbox(
     assert "run_command" in {t["name"] for t in rig.model.requests[0]["tools"]}
     content = last_tool_result(rig.model.requests[1])["content"]
     assert content == f"exit code: 0\nhi\n{tmp_path / '11'}\n"
+
+
+async def test_run_command_goes_to_the_channels_docker_sandbox(rig: Rig) -> None:
+    docker = FakeDocker(exec_handler=lambda cmd: ExecOutput(b"Linux\n"))
+    rig.model.push(ToolUse("run_command", {"command": "uname"}), Text("It is Linux."))
+    async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
+        agent = rig.agent(docker_http=docker_http, sandbox_backend=SandboxBackend.DOCKER)
+
+        assert await agent.run(task(channel_id=12)) == "It is Linux."
+        assert await agent.stop_idle(utcnow() + timedelta(minutes=6)) == [12]
+
+    assert last_tool_result(rig.model.requests[1])["content"] == "exit code: 0\nLinux\n"
+    assert [c.name for c in docker.containers.values()] == ["companion-sandbox-12"]

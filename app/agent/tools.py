@@ -176,6 +176,10 @@ class Toolbox:
             return ToolOutcome(f"refused: {exc}", is_error=True), "refused"
         except (ToolError, SandboxError) as exc:
             return ToolOutcome(str(exc), is_error=True), "error"
+        except Exception as exc:
+            # A bug in one tool costs that call, not the member's whole task.
+            log.exception("agent tool crashed", extra={"tool": name})
+            return ToolOutcome(f"{name} failed: {type(exc).__name__}", is_error=True), "error"
         return ToolOutcome(text or "(empty result)"), "ok"
 
     async def _run(self, channel_id: int, command: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -88,7 +89,7 @@ def exec_spec(command: str, timeout_s: float) -> dict[str, Any]:
         "Tty": False,
         "User": SANDBOX_USER,
         "WorkingDir": WORKSPACE,
-        "Cmd": ["timeout", "-k", "2", f"{int(timeout_s)}s", "bash", "-lc", command],
+        "Cmd": ["timeout", "-k", "2", str(max(1, math.ceil(timeout_s))), "bash", "-lc", command],
     }
 
 
