@@ -258,22 +258,32 @@ async def rollback_run(
     sessions: SessionFactory, run_id: int | None, *, dry_run: bool
 ) -> RollbackResult:
     """Undo ``run_id`` (the latest run when None); a dry run plans and changes nothing."""
-    async with sessions() as session, session.begin():
-        run = await _target_run(session, run_id)
-        logged = await session.scalars(
-            select(MemoryLog)
-            .where(MemoryLog.run_id == run.id, MemoryLog.action.in_(UNDOABLE))
-            .order_by(MemoryLog.id.desc())
-        )
-        entries = [_entry(row) for row in logged]
-        plan = plan_rollback(entries, await _current_rows(session, entries))
-        if dry_run:
-            await session.rollback()
-            return RollbackResult(run.id, True, plan)
-        await _apply(session, run.id, plan)
-        await _finish(session, run)
+    try:
+        async with sessions() as session, session.begin():
+            run = await _target_run(session, run_id)
+            logged = await session.scalars(
+                select(MemoryLog)
+                .where(MemoryLog.run_id == run.id, MemoryLog.action.in_(UNDOABLE))
+                .order_by(MemoryLog.id.desc())
+            )
+            entries = [_entry(row) for row in logged]
+            plan = plan_rollback(entries, await _current_rows(session, entries))
+            if dry_run:
+                raise _DryRun(RollbackResult(run.id, True, plan))  # leaves via rollback
+            await _apply(session, run.id, plan)
+            await _finish(session, run)
+    except _DryRun as dry:
+        return dry.result
     ledger.count_changes("nightly", "rollback", len(plan.ops))
     return RollbackResult(run.id, False, plan)
+
+
+class _DryRun(Exception):
+    """Abort the transaction (nothing written, locks released) and hand back the plan."""
+
+    def __init__(self, result: RollbackResult) -> None:
+        super().__init__("dry run")
+        self.result = result
 
 
 async def _apply(session: AsyncSession, run_id: int, plan: Plan) -> None:
