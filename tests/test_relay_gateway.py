@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,8 +35,10 @@ from app.relay.gateway import GatewayFatal, GatewayTuning
 from app.relay.metrics import RelayMetrics
 from app.relay.service import run_relay
 from app.relay.settings import RelaySettings
-from tests.support.servers import serve
+from tests.support.servers import free_port, serve
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RELAY_ENV_PREFIXES = ("DATABASE_URL", "DISCORD_", "GATEWAY_TOKEN", "WEBHOOK_URL", "RELAY_", "LOG_")
 BOT_TOKEN = "relay-test-bot-token"
 HOOK_TOKEN = "relay-test-gateway-token"
 REQUIRED_INTENTS = (
@@ -110,8 +117,8 @@ class FakeGateway:
         self.connections.put_nowait(connection)
         await connection.pump()
 
-    async def next_connection(self) -> GatewayConnection:
-        return await asyncio.wait_for(self.connections.get(), 5)
+    async def next_connection(self, timeout_s: float = 5) -> GatewayConnection:
+        return await asyncio.wait_for(self.connections.get(), timeout_s)
 
 
 @asynccontextmanager
@@ -355,3 +362,52 @@ async def test_frames_queued_when_stop_arrives_are_still_delivered() -> None:
         assert await asyncio.wait_for(relay, 5) == []
     assert [json.loads(b)["d"]["id"] for b in bodies] == ["2", "3", "4", "5"]
     assert metrics.value("relay_queue_depth") == 0
+
+
+async def test_python_m_app_relay_runs_without_a_database_and_drains_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    webhook = Webhook()
+    metrics_port = free_port()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(RELAY_ENV_PREFIXES)}
+        env |= {
+            "PYTHONPATH": str(REPO_ROOT),
+            "DISCORD_BOT_TOKEN": BOT_TOKEN,
+            "GATEWAY_TOKEN": HOOK_TOKEN,
+            "WEBHOOK_URL": f"{hook_base}/webhook",
+            "DISCORD_GATEWAY_URL": gateway.url,
+            "RELAY_METRICS_PORT": str(metrics_port),
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "app.relay",
+            cwd=tmp_path,  # no .env there, and no DATABASE_URL in env
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            first = await gateway.next_connection(timeout_s=9)
+            await first.hello()
+            assert (await first.expect(2))["d"]["token"] == BOT_TOKEN
+            await first.dispatch("READY", 1, {"session_id": "s", "resume_gateway_url": gateway.url})
+            raw = await first.dispatch("MESSAGE_CREATE", 2, message(42))
+            await webhook.until(1)
+            async with httpx.AsyncClient(timeout=5) as http:
+                exposition = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+            assert "relay_frames_forwarded_total 1.0" in exposition
+            process.send_signal(signal.SIGTERM)
+            assert await first.close_code() == 1000
+            out, err = await asyncio.wait_for(process.communicate(), 9)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    assert process.returncode == 0, err.decode()
+    assert webhook.bodies == [raw.encode()]
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    assert any(line["event"] == "relay stopped" for line in lines)
+    assert BOT_TOKEN not in out.decode() + err.decode()
+    assert HOOK_TOKEN not in out.decode() + err.decode()
