@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,21 @@ def test_relay_settings_need_no_database_and_name_missing_variables_without_valu
     assert settings.discord_api_base == "https://discord.com/api/v10"
     assert settings.relay_metrics_port == 9101
     assert "secret" not in repr(settings)
+
+
+def test_the_relay_process_imports_nothing_of_the_database_layer() -> None:
+    probe = (
+        "import sys, app.relay.__main__\n"
+        "bad = [m for m in sys.modules if m.startswith(('app.db', 'app.models', 'sqlalchemy'))]\n"
+        "print(','.join(bad))"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert done.stdout.strip() == ""
