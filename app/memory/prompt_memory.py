@@ -1,0 +1,103 @@
+"""MEM-04: the reply prompt's memory part. Pinned facts (global and this channel), the
+memories of the speaker (or of the conversation's participants), every read logged, and the
+channel's recent episodes as the channel summary. Nobody else's memories are loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import RecallScope, Settings
+from app.memory.episodes import recent_episodes
+from app.memory.recall import recall_for_prompt, render_memory_block
+from app.models.memory import Episode, Pin
+
+SUMMARY_EPISODES = 3
+MAX_PINS = 20
+# Participants beyond the speaker, in the order given (the lead passes newest author first):
+# a busy channel must not pull twenty people's memories into one prompt.
+MAX_PARTICIPANTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMemory:
+    channel_summary: str | None
+    memory_block: str | None
+
+
+def recall_user_ids(
+    scope: RecallScope,
+    *,
+    speaker_id: int,
+    participant_ids: Sequence[int],
+    bot_user_id: int | None,
+) -> list[int]:
+    """Pure: whose memories the prompt may hold — the speaker first, then participants."""
+    if scope is not RecallScope.PARTICIPANTS:
+        return [speaker_id]
+    others = [p for p in dict.fromkeys(participant_ids) if p not in (speaker_id, bot_user_id)][
+        :MAX_PARTICIPANTS
+    ]
+    return [speaker_id, *others]
+
+
+async def prompt_memory(
+    session: AsyncSession,
+    settings: Settings,
+    *,
+    channel_id: int,
+    speaker_id: int,
+    names: Mapping[int, str],
+    participant_ids: Sequence[int],
+) -> PromptMemory:
+    """Read (and log, in the caller's transaction) what the reply prompt may remember.
+
+    Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
+    and the reply is written as it would be without the memory system."""
+    if not settings.memory_active:
+        return PromptMemory(None, None)
+    user_ids = recall_user_ids(
+        settings.memory_recall_scope,
+        speaker_id=speaker_id,
+        participant_ids=participant_ids,
+        bot_user_id=settings.discord_bot_user_id,
+    )
+    pins = await pinned_facts(session, channel_id)
+    memories = await recall_for_prompt(session, user_ids=user_ids, actor="reply")
+    blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
+    episodes = await recent_episodes(session, channel_id, SUMMARY_EPISODES)
+    return PromptMemory(
+        channel_summary=render_summary(episodes),
+        memory_block="\n\n".join(blocks) if blocks else None,
+    )
+
+
+async def pinned_facts(session: AsyncSession, channel_id: int) -> list[Pin]:
+    """Global pins, then this channel's, oldest first within each."""
+    query = (
+        select(Pin)
+        .where(
+            or_(Pin.scope == "global", (Pin.scope == "channel") & (Pin.channel_id == channel_id))
+        )
+        .order_by((Pin.scope == "channel").asc(), Pin.id)
+        .limit(MAX_PINS)
+    )
+    return list((await session.scalars(query)).all())
+
+
+def render_pins(pins: Sequence[Pin]) -> str | None:
+    if not pins:
+        return None
+    facts = "\n".join(f"- {p.content}" for p in pins)
+    return f"Facts the operators pinned for this place (treat them as true):\n{facts}"
+
+
+def render_summary(episodes: Sequence[Episode]) -> str | None:
+    """The newest episodes, oldest first, as the prompt's channel summary."""
+    if not episodes:
+        return None
+    texts = "\n\n".join(e.content for e in reversed(episodes))
+    return f"What this channel has been about recently (oldest first):\n\n{texts}"
