@@ -16,8 +16,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-DEFAULT_CHAT_MODEL = "claude-sonnet-4-5"
-DEFAULT_JEV_MODEL = "claude-haiku-4-5"
+DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
+DEFAULT_JEV_MODEL = "claude-haiku-5-5"
 DEFAULT_REACTION_EMOJIS = ("👍", "❤️", "😂", "😮", "🙏", "🎉", "👀")
 
 

@@ -132,7 +132,7 @@ async def test_first_delivery_is_recorded_then_enqueued(
     assert row is not None and row.payload == body and row.handled_at is None
     # The enqueue follows the commit; wait for the job to show up in the ARQ queue.
     async with asyncio.timeout(5):
-        while not await redis.zcard(ARQ_QUEUE):
+        while not await redis.zcard(ARQ_QUEUE):  # noqa: ASYNC110 (polls Redis, bounded)
             await asyncio.sleep(0.01)
     assert await redis.exists(f"arq:job:event:{body['d']['id']}")
 

@@ -1,0 +1,73 @@
+"""The whole bot on this machine: our API and real worker, with local fakes of Discord, the
+decision service and Anthropic on real ports. Tests post gateway frames and drain the worker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from app.chat.fake import FakeAnthropic, Text
+from app.config import Settings
+from app.decision.fake import FakeJev
+from app.discord.fake import FakeDiscord
+from app.main import create_app
+from tests.support.servers import serve
+from tests.support.worker import drain
+
+BOT_ID = 1000
+TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    api: str
+    discord: FakeDiscord
+    jev: FakeJev
+    model: FakeAnthropic
+
+    async def post(self, frame: dict[str, Any]) -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=self.api) as client:
+            response = await client.post("/webhook", content=json.dumps(frame), headers=TOKEN)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def deliver(self, *frames: dict[str, Any]) -> None:
+        """Post each frame, then let the real worker process everything queued."""
+        for frame in frames:
+            await self.post(frame)
+        await drain(self.settings)
+
+    def replies(self) -> list[dict[str, Any]]:
+        return list(self.discord.posted)
+
+
+@asynccontextmanager
+async def running_stack(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+) -> AsyncIterator[Stack]:
+    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    model.default = Text("Hello from the model!")
+    async with serve(jev.app) as jev_url, serve(model.app) as model_url:
+        async with serve(discord.app) as discord_url:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+            configured = settings.model_copy(
+                update={
+                    "discord_api_base": discord_url,
+                    "discord_bot_token": SecretStr(discord.token),
+                    "discord_bot_user_id": BOT_ID,
+                    "jev_url": jev_url,
+                    **overrides,
+                }
+            )
+            async with serve(create_app(configured)) as api:
+                yield Stack(configured, api, discord, jev, model)
