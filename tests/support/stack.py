@@ -56,18 +56,21 @@ async def running_stack(
 ) -> AsyncIterator[Stack]:
     jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
     model.default = Text("Hello from the model!")
-    async with serve(jev.app) as jev_url, serve(model.app) as model_url:
-        async with serve(discord.app) as discord_url:
-            monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
-            monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-            configured = settings.model_copy(
-                update={
-                    "discord_api_base": discord_url,
-                    "discord_bot_token": SecretStr(discord.token),
-                    "discord_bot_user_id": BOT_ID,
-                    "jev_url": jev_url,
-                    **overrides,
-                }
-            )
-            async with serve(create_app(configured)) as api:
-                yield Stack(configured, api, discord, jev, model)
+    async with (
+        serve(jev.app) as jev_url,
+        serve(model.app) as model_url,
+        serve(discord.app) as discord_url,
+    ):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+        configured = settings.model_copy(
+            update={
+                "discord_api_base": discord_url,
+                "discord_bot_token": SecretStr(discord.token),
+                "discord_bot_user_id": BOT_ID,
+                "jev_url": jev_url,
+                **overrides,
+            }
+        )
+        async with serve(create_app(configured)) as api:
+            yield Stack(configured, api, discord, jev, model)
