@@ -1,0 +1,132 @@
+"""MEM-10 on real Postgres: with MEMORY_ENABLED=false no observation is written, nothing is
+enqueued, consolidation returns at once without a model or decision call, and the prompt's
+memory part is empty without reading anyone's memories."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.db import SessionFactory, unit_of_work
+from app.inbound.frames import (
+    EventType,
+    MessageCreate,
+    MessageUpdate,
+    ReactionAdd,
+    ReactionRemoveAll,
+)
+from app.memory.consolidation import consolidate_channel, enqueue_if_due
+from app.memory.observations import (
+    observe_bot_message,
+    observe_deletes,
+    observe_edit,
+    observe_message,
+    observe_reaction,
+)
+from app.memory.prompt_memory import PromptMemory, prompt_memory
+from app.models.memory import MemoryLog, Observation
+from tests.support.memory_env import BOT_ID, add_memory, memory_env
+from tests.support.obs_env import episodes_of, say
+
+CHANNEL = 500
+ALICE = 11
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def off(settings: Settings) -> Settings:
+    return settings.model_copy(update={"memory_enabled": False})
+
+
+async def count(sessions: SessionFactory, table: type[Observation] | type[MemoryLog]) -> int:
+    async with sessions() as session:
+        return int(await session.scalar(select(func.count()).select_from(table)) or 0)
+
+
+async def test_mem10_no_observation_is_written(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    active = off(settings).memory_active
+    message = MessageCreate.model_validate(
+        {
+            "id": "1",
+            "channel_id": str(CHANNEL),
+            "author": {"id": str(ALICE)},
+            "content": "hello",
+            "timestamp": T0.isoformat(),
+        }
+    )
+    edit = MessageUpdate.model_validate({"id": "1", "channel_id": str(CHANNEL), "content": "hi"})
+    reaction = ReactionAdd.model_validate(
+        {"user_id": "22", "channel_id": str(CHANNEL), "message_id": "1", "emoji": {"name": "👍"}}
+    )
+    clear = ReactionRemoveAll.model_validate({"channel_id": str(CHANNEL), "message_id": "1"})
+
+    async with unit_of_work(sessions) as session:
+        results = [
+            await observe_message(session, message, "1", active=active),
+            await observe_bot_message(
+                session,
+                message_id=2,
+                channel_id=CHANNEL,
+                bot_user_id=BOT_ID,
+                content="hey",
+                event_id="bot:2",
+                active=active,
+            ),
+            await observe_edit(session, edit, "update:1:x", active=active),
+            await observe_deletes(session, CHANNEL, [1], "delete:1", active=active),
+            await observe_reaction(
+                session, EventType.MESSAGE_REACTION_ADD, reaction, "r:1", active=active
+            ),
+            await observe_reaction(
+                session, EventType.MESSAGE_REACTION_REMOVE_ALL, clear, "rc:1", active=active
+            ),
+        ]
+
+    assert active is False
+    assert not any(results)
+    assert await count(sessions, Observation) == 0
+
+
+async def test_mem10_consolidation_does_not_run(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    async with memory_env(
+        settings.model_copy(update={"memory_consolidate_every": 1}), sessions
+    ) as env:
+        await say(
+            sessions, id=1, channel_id=CHANNEL, author_id=ALICE, author_name="Alice", content="x"
+        )  # recorded while memory was on
+        switched_off = replace(env.services, settings=off(env.services.settings))
+
+        enqueued = await enqueue_if_due(switched_off, CHANNEL)
+        outcome = await consolidate_channel(switched_off, CHANNEL)
+
+        assert enqueued is False
+        assert env.services.queue.jobs == []  # type: ignore[attr-defined]
+        assert outcome.status == "memory_off"
+        assert env.model.requests == [] and env.jev.requests == []
+        assert await episodes_of(sessions, CHANNEL) == []
+        assert await count(sessions, MemoryLog) == 0
+
+
+async def test_mem10_prompt_memory_reads_nothing(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    await add_memory(sessions, ALICE, "Alice plays the cello.")
+
+    async with unit_of_work(sessions) as session:
+        memory = await prompt_memory(
+            session,
+            off(settings),
+            channel_id=CHANNEL,
+            speaker_id=ALICE,
+            names={ALICE: "Alice"},
+            participant_ids=[],
+        )
+
+    assert memory == PromptMemory(None, None)
+    assert await count(sessions, MemoryLog) == 0
