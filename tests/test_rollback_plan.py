@@ -153,3 +153,13 @@ def test_another_owner_at_the_same_id_is_never_touched() -> None:
 
     assert plan.ops == []
     assert plan.skipped[0].reason == "changed after the run"
+
+
+def test_a_delete_whose_ledger_row_was_erased_is_not_reinserted() -> None:
+    # `!forgetme` redacts the user's ledger rows: nothing of theirs may come back.
+    erased = LogEntry(1, 5, ALICE, "delete", {"redacted": True}, None)
+
+    plan = plan_rollback([erased], {})
+
+    assert plan.ops == []
+    assert plan.skipped == [Skip(5, "delete", "no before state recorded")]
