@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         config = settings or get_settings()
         engine = create_engine(config.database_url, pool_size=10)
         queue = create_queue(config.redis_url)
-        inbox = InboxWriter(engine, partial(enqueue_events, queue))
+        inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
         app.state.settings = config
         app.state.gateway_token = config.gateway_token.get_secret_value().encode()
         app.state.engine = engine

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import SessionFactory, unit_of_work
 from app.kit.queue import JobQueue
@@ -25,16 +24,14 @@ log = logging.getLogger(__name__)
 PROCESS_EVENT = "process_event"
 DEDUPE_WINDOW = timedelta(days=7)
 
-_INSERT = text(
-    """
+# One statement, so autocommit makes it one transaction: durable when it returns.
+_INSERT = """
     INSERT INTO inbox (id, event_type, payload)
     SELECT u.id, u.event_type, u.payload::jsonb
-    FROM unnest(CAST(:ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS text[]))
-         AS u(id, event_type, payload)
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS u(id, event_type, payload)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
-    """
-)
+"""
 
 
 def event_job_id(event_id: str) -> str:
@@ -51,8 +48,7 @@ class InboxRejected(ValueError):
 
 def _is_data_error(exc: BaseException) -> bool:
     # SQLSTATE class 22 is "data exception": the row, not the database, is at fault.
-    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
-    return isinstance(exc, DBAPIError) and str(sqlstate).startswith("22")
+    return isinstance(exc, asyncpg.PostgresError) and str(exc.sqlstate or "").startswith("22")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +63,14 @@ class InboxWriter:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        database_url: str,
         on_new: Callable[[list[str]], Coroutine[Any, Any, object]],
         *,
         max_batch: int = 500,
     ) -> None:
-        self._engine = engine
+        # The writer keeps one connection of its own: no pool checkout or pre-ping per batch.
+        self._dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        self._conn: asyncpg.Connection | None = None
         self._on_new = on_new
         self._max_batch = max_batch
         self._waiting: asyncio.Queue[tuple[Incoming, asyncio.Future[bool]]] = asyncio.Queue()
@@ -87,6 +85,8 @@ class InboxWriter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await asyncio.gather(*self._followups, return_exceptions=True)
+        if self._conn is not None:
+            await self._conn.close()
 
     async def record(self, event: Incoming) -> bool:
         """Wait until ``event`` is committed; True if new, False if already recorded."""
@@ -130,31 +130,34 @@ class InboxWriter:
             task.add_done_callback(self._followups.discard)
 
     async def _insert(self, events: Sequence[Incoming]) -> set[str]:
-        async with self._engine.begin() as conn:
-            result = await conn.execute(
+        try:
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await asyncpg.connect(self._dsn, timeout=5, command_timeout=10)
+            rows = await self._conn.fetch(
                 _INSERT,
-                {
-                    "ids": [e.id for e in events],
-                    "types": [e.event_type for e in events],
-                    "payloads": [e.payload for e in events],
-                },
+                [e.id for e in events],
+                [e.event_type for e in events],
+                [e.payload for e in events],
             )
-            return {row[0] for row in result}
+        except Exception as exc:
+            if not _is_data_error(exc) and self._conn is not None:
+                self._conn.terminate()  # a broken connection is replaced on the next batch
+                self._conn = None
+            raise
+        return {row[0] for row in rows}
 
 
 async def enqueue_events(queue: JobQueue, event_ids: Sequence[str]) -> int:
     """Hand recorded events to the workers; a failure is only logged (the sweeper retries)."""
-    results = await asyncio.gather(
-        *(queue.enqueue(PROCESS_EVENT, eid, job_id=event_job_id(eid)) for eid in event_ids),
-        return_exceptions=True,
-    )
-    failed = [r for r in results if isinstance(r, BaseException)]
-    if failed:
+    try:
+        await queue.enqueue_many(PROCESS_EVENT, [((eid,), event_job_id(eid)) for eid in event_ids])
+    except Exception as exc:
         log.warning(
             "enqueue failed; the sweeper will retry",
-            extra={"events": len(failed), "error": type(failed[0]).__name__},
+            extra={"events": len(event_ids), "error": type(exc).__name__},
         )
-    return len(results) - len(failed)
+        return 0
+    return len(event_ids)
 
 
 _PENDING = text(

@@ -1,7 +1,8 @@
-"""The job-queue seam: domain code enqueues by job name and ids; only app/worker.py knows ARQ."""
+"""The job-queue seam: domain code enqueues by job name and ids; only ARQ adapters know ARQ."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -10,4 +11,9 @@ class JobQueue(Protocol):
         """Enqueue ``job`` with plain arguments (ids, never ORM objects).
 
         Returns False when a job with the same ``job_id`` is already queued or running."""
+        ...
+
+    async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:
+        """Enqueue many ``(args, job_id)`` calls of one job in one round trip; a job id
+        already queued or running is left as it is."""
         ...

@@ -1,0 +1,169 @@
+"""Benchmark POST /webhook against two baselines measured in the same run.
+
+    python -m bench.webhook [--requests 6000] [--concurrency 64]
+
+Each server runs alone as its own uvicorn process (same settings) while a lean keep-alive
+client sends unique, valid MESSAGE_CREATE frames. Prints req/s and p50/p99 for the bare
+endpoint, the minimal durable handler (one committed INSERT per request) and our webhook,
+then the ratios; the last line is webhook/bare throughput."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import asyncpg
+import httpx
+from redis.asyncio import Redis
+
+from bench._http import Result, load
+
+PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
+DB = "bot_bench"
+REDIS_URL = "redis://127.0.0.1:6379/12"
+TOKEN = "bench-gateway-token"
+PORT = 8765
+
+
+def frame_bodies(total: int, prefix: int) -> Callable[[], bytes | None]:
+    ids = itertools.count(prefix)
+    now = datetime.now(UTC).isoformat()
+    remaining = itertools.count(total, -1)
+
+    def next_body() -> bytes | None:
+        if next(remaining) <= 0:
+            return None
+        mid = str(next(ids))
+        return json.dumps(
+            {
+                "op": 0,
+                "t": "MESSAGE_CREATE",
+                "s": 1,
+                "d": {
+                    "id": mid,
+                    "channel_id": "300",
+                    "guild_id": "500",
+                    "author": {"id": "2001", "username": "alice", "global_name": "Alice"},
+                    "member": {"nick": None, "roles": []},
+                    "content": "benchmark message " + mid,
+                    "timestamp": now,
+                    "mentions": [],
+                },
+            }
+        ).encode()
+
+    return next_body
+
+
+async def prepare_database() -> None:
+    conn = await asyncpg.connect(f"postgresql://{PG}/postgres")
+    await conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    await conn.execute(f"CREATE DATABASE {DB}")
+    await conn.close()
+    env = {**os.environ, "DATABASE_URL": f"postgresql+asyncpg://{PG}/{DB}"}
+    await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    conn = await asyncpg.connect(f"postgresql://{PG}/{DB}")
+    await conn.execute("CREATE TABLE bench_inbox (id text PRIMARY KEY, payload jsonb NOT NULL)")
+    await conn.close()
+    redis = Redis.from_url(REDIS_URL)
+    await redis.flushdb()
+    await redis.aclose()
+
+
+def start_server(target: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgresql+asyncpg://{PG}/{DB}",
+        "BENCH_PG_DSN": f"postgresql://{PG}/{DB}",
+        "REDIS_URL": REDIS_URL,
+        "GATEWAY_TOKEN": TOKEN,
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            target,
+            "--port",
+            str(PORT),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
+
+
+async def wait_ready(url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(200):
+            try:
+                if (await client.get(url + "/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"server at {url} did not start")
+
+
+async def measure(name: str, target: str, args: argparse.Namespace, prefix: int) -> Result:
+    server = start_server(target)
+    url = f"http://127.0.0.1:{PORT}"
+    try:
+        await wait_ready(url)
+        headers = {"x-discord-gateway-token": TOKEN}
+        await load(
+            "warm-up",
+            url + "/webhook",
+            bodies=frame_bodies(args.warmup, prefix),
+            concurrency=args.concurrency,
+            headers=headers,
+        )
+        return await load(
+            name,
+            url + "/webhook",
+            bodies=frame_bodies(args.requests, prefix + args.warmup),
+            concurrency=args.concurrency,
+            headers=headers,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=6000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--warmup", type=int, default=500)
+    args = parser.parse_args()
+    await prepare_database()
+    base = int(time.time() * 1000) << 22
+    bare = await measure("bare endpoint", "bench.apps:bare_app", args, base)
+    durable = await measure(
+        "durable (commit/request)", "bench.apps:durable_app", args, base + 10**6
+    )
+    ours = await measure("/webhook (group commit)", "app.main:app", args, base + 2 * 10**6)
+    print(f"requests={args.requests} concurrency={args.concurrency} cores={os.cpu_count()}")
+    for result in (bare, durable, ours):
+        print(result.line())
+    print(f"webhook/durable throughput ratio: {ours.rps / durable.rps:.2f}")
+    print(f"webhook/bare throughput ratio: {ours.rps / bare.rps:.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
