@@ -1,0 +1,393 @@
+"""The admin API through a real FastAPI app and HTTP (ASGI) on real Postgres: auth, shapes,
+status codes, bad input, and the OpenAPI document."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import date, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from app.admin.endpoints import router
+from app.chat.fake import Text
+from app.config import Settings
+from app.db import SessionFactory, unit_of_work
+from app.decision.vocabulary import Question
+from app.kit.clock import jst_day, utcnow
+from app.memory import ledger, repository
+from app.memory.nightly import JOB_NAME, nightly_step
+from app.models.memory import Memory
+from app.models.nightly import NightlyRun
+from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
+
+SECRET = "test-admin-secret"
+AUTH = {"Authorization": f"Bearer {SECRET}"}
+ALICE = 11
+ENDPOINTS = [
+    ("POST", "/memory/rollback"),
+    ("POST", "/nightly/run"),
+    ("GET", "/nightly/runs"),
+    ("GET", "/nightly/runs/1"),
+]
+
+
+def admin_app(settings: Settings, sessions: SessionFactory, queue: RecordingQueue) -> FastAPI:
+    """What app/main.py does for these routes: state set by the lifespan, router included."""
+    app = FastAPI()
+    app.state.settings = settings
+    app.state.sessions = sessions
+    app.state.queue = queue
+    app.include_router(router)
+    return app
+
+
+@pytest.fixture
+def queue() -> RecordingQueue:
+    return RecordingQueue()
+
+
+@pytest.fixture
+async def client(
+    settings: Settings, sessions: SessionFactory, queue: RecordingQueue
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = admin_app(settings, sessions, queue)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
+        yield http
+
+
+async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -> int:
+    async with unit_of_work(sessions) as session:
+        run = NightlyRun(
+            day=day,
+            status="finished",
+            diary="今日は静かな一日だった。",
+            summary={"added": [], "updated": [], "deleted": [], "decayed": [], "errors": []},
+            finished_at=utcnow(),
+        )
+        session.add(run)
+        await session.flush()
+        return run.id
+
+
+async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
+    async with unit_of_work(sessions) as session:
+        memory = await repository.insert_memory(session, user_id=ALICE, content=content)
+        await ledger.log_change(
+            session,
+            action="add",
+            memory_id=memory.id,
+            user_id=ALICE,
+            actor="nightly",
+            reason="test",
+            before=None,
+            after=ledger.snapshot(memory),
+            run_id=run_id,
+        )
+        return memory.id
+
+
+async def memory_ids(sessions: SessionFactory) -> list[int]:
+    async with sessions() as session:
+        return list((await session.scalars(select(Memory.id).order_by(Memory.id))).all())
+
+
+async def rolled_back(sessions: SessionFactory, run_id: int) -> bool:
+    async with sessions() as session:
+        run = await session.get(NightlyRun, run_id)
+    assert run is not None
+    return run.rolled_back_at is not None
+
+
+# --- auth --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), ENDPOINTS)
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {SECRET}"}],
+    ids=["missing", "wrong", "not-bearer"],
+)
+async def test_missing_or_wrong_secret_is_401_and_changes_nothing(
+    client: httpx.AsyncClient,
+    sessions: SessionFactory,
+    queue: RecordingQueue,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+) -> None:
+    run = await finished_run(sessions)
+
+    response = await client.request(method, path, headers=headers)
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert SECRET not in response.text
+    assert not await rolled_back(sessions, run)
+    assert queue.jobs == []
+
+
+@pytest.mark.parametrize(("method", "path"), ENDPOINTS)
+async def test_admin_api_is_503_while_the_secret_is_unset(
+    settings: Settings, sessions: SessionFactory, method: str, path: str
+) -> None:
+    app = admin_app(settings.model_copy(update={"admin_secret": None}), sessions, RecordingQueue())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
+        response = await http.request(method, path, headers={"Authorization": "Bearer "})
+
+    assert response.status_code == 503
+
+
+async def test_openapi_documents_schemas_and_the_bearer_scheme(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/openapi.json")).json()
+
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["AdminBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "Authorization: Bearer ADMIN_SECRET",
+    }
+    for method, path in ENDPOINTS:
+        path = path.replace("/1", "/{run_id}")
+        operation = document["paths"][path][method.lower()]
+        assert operation["security"] == [{"AdminBearer": []}]
+        assert "401" in operation["responses"]
+    rollback = document["paths"]["/memory/rollback"]["post"]
+    assert set(rollback["responses"]) >= {"200", "401", "404", "409", "422", "503"}
+    schemas = document["components"]["schemas"]
+    assert set(schemas["RollbackRequest"]["properties"]) == {"runId", "dryRun"}
+    assert set(schemas["RollbackReport"]["properties"]) == {
+        "runId",
+        "dryRun",
+        "deleted",
+        "restored",
+        "reinserted",
+        "skipped",
+    }
+    assert set(schemas["AlreadyRolledBackBody"]["properties"]) == {"alreadyRolledBack", "runId"}
+    assert set(schemas["AlreadyRanBody"]["properties"]) == {"alreadyRan", "runId"}
+
+
+# --- rollback ----------------------------------------------------------------------------
+
+
+async def test_rollback_without_a_body_undoes_the_latest_run(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    older = await finished_run(sessions, date(2026, 3, 1))
+    latest = await finished_run(sessions, date(2026, 3, 2))
+    kept = await nightly_add(sessions, older, "Alice likes tea.")
+    added = await nightly_add(sessions, latest, "Alice moved to Osaka.")
+
+    response = await client.post("/memory/rollback", headers=AUTH)
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "runId": latest,
+        "dryRun": False,
+        "deleted": [added],
+        "restored": [],
+        "reinserted": [],
+        "skipped": [],
+    }
+    assert await memory_ids(sessions) == [kept]
+    assert await rolled_back(sessions, latest) and not await rolled_back(sessions, older)
+
+
+async def test_an_empty_object_also_means_the_latest_run(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    latest = await finished_run(sessions)
+
+    response = await client.post("/memory/rollback", headers=AUTH, json={})
+
+    assert response.status_code == 200 and response.json()["runId"] == latest
+
+
+async def test_rollback_of_a_named_run_reports_skips(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    run = await finished_run(sessions)
+    added = await nightly_add(sessions, run, "Alice moved to Osaka.")
+    async with unit_of_work(sessions) as session:  # `!memory forget` after the run
+        await repository.delete_owned(session, added, ALICE)
+
+    response = await client.post("/memory/rollback", headers=AUTH, json={"runId": run})
+
+    assert response.status_code == 200
+    assert response.json()["skipped"] == [
+        {"memoryId": added, "action": "add", "reason": "deleted after the run"}
+    ]
+    assert await memory_ids(sessions) == []
+
+
+async def test_a_dry_run_reports_and_changes_nothing(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    run = await finished_run(sessions)
+    added = await nightly_add(sessions, run, "Alice moved to Osaka.")
+
+    response = await client.post(
+        "/memory/rollback", headers=AUTH, json={"runId": run, "dryRun": True}
+    )
+
+    assert response.status_code == 200
+    assert response.json()["dryRun"] is True
+    assert response.json()["deleted"] == [added]
+    assert await memory_ids(sessions) == [added]
+    assert not await rolled_back(sessions, run)
+
+
+async def test_a_repeat_is_409_dry_run_included(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    run = await finished_run(sessions)
+    first = await client.post("/memory/rollback", headers=AUTH, json={"runId": run})
+    assert first.status_code == 200
+
+    for body in ({"runId": run}, {"runId": run, "dryRun": True}, None):
+        again = await client.post("/memory/rollback", headers=AUTH, json=body)
+        assert again.status_code == 409
+        assert again.json() == {"alreadyRolledBack": True, "runId": run}
+
+
+async def test_unknown_runs_are_404(client: httpx.AsyncClient, sessions: SessionFactory) -> None:
+    assert (await client.post("/memory/rollback", headers=AUTH)).status_code == 404
+    await finished_run(sessions)
+    missing = await client.post("/memory/rollback", headers=AUTH, json={"runId": 999})
+    assert missing.status_code == 404
+    assert (await client.get("/nightly/runs/999", headers=AUTH)).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"runId": "1"}',
+        b'{"runId": -1}',
+        b'{"runId": 0}',
+        b'{"runId": 1.5}',
+        b'{"runId": true}',
+        b'{"runId": 1, "dryRun": "yes"}',
+        b'{"runid": 1}',
+        b"[1]",
+        b"not json",
+    ],
+)
+async def test_bad_rollback_input_is_422_and_changes_nothing(
+    client: httpx.AsyncClient, sessions: SessionFactory, content: bytes
+) -> None:
+    run = await finished_run(sessions)
+    added = await nightly_add(sessions, run, "Alice moved to Osaka.")
+
+    response = await client.post(
+        "/memory/rollback",
+        headers={**AUTH, "Content-Type": "application/json"},
+        content=content,
+    )
+
+    assert response.status_code == 422
+    assert await memory_ids(sessions) == [added]
+    assert not await rolled_back(sessions, run)
+
+
+@pytest.mark.parametrize("run_id", ["-1", "0", "abc", "99999999999999999999"])
+async def test_bad_run_ids_in_the_path_are_422(client: httpx.AsyncClient, run_id: str) -> None:
+    assert (await client.get(f"/nightly/runs/{run_id}", headers=AUTH)).status_code == 422
+
+
+# --- nightly runs ------------------------------------------------------------------------
+
+
+async def test_nightly_run_starts_once_per_day(
+    client: httpx.AsyncClient, queue: RecordingQueue
+) -> None:
+    first = await client.post("/nightly/run", headers=AUTH)
+
+    assert first.status_code == 202
+    body = first.json()
+    assert body == {"runId": body["runId"], "day": jst_day(utcnow()).isoformat()}
+    assert [(job, args) for job, args, _ in queue.jobs] == [(JOB_NAME, (body["runId"], "plan"))]
+
+    second = await client.post("/nightly/run", headers=AUTH)
+    assert second.status_code == 409
+    assert second.json() == {"alreadyRan": True, "runId": body["runId"]}
+    assert len(queue.jobs) == 1
+
+
+async def test_runs_are_listed_newest_first_with_their_summaries(
+    client: httpx.AsyncClient, sessions: SessionFactory
+) -> None:
+    older = await finished_run(sessions, date(2026, 3, 1))
+    latest = await finished_run(sessions, date(2026, 3, 2))
+    added = await nightly_add(sessions, latest, "Alice moved to Osaka.")
+    async with unit_of_work(sessions) as session:
+        run = await session.get(NightlyRun, latest)
+        assert run is not None
+        run.summary = {**run.summary, "added": [added], "decision_calls": 3, "model_calls": 2}
+
+    listing = await client.get("/nightly/runs", headers=AUTH)
+    one = await client.get(f"/nightly/runs/{latest}", headers=AUTH)
+
+    assert listing.status_code == 200
+    assert [run["runId"] for run in listing.json()] == [latest, older]
+    assert one.status_code == 200
+    body: dict[str, Any] = one.json()
+    assert body == listing.json()[0]
+    assert body["day"] == "2026-03-02"
+    assert body["status"] == "finished"
+    assert body["diary"] == "今日は静かな一日だった。"
+    assert body["summary"] == {
+        "added": [added],
+        "updated": [],
+        "deleted": [],
+        "decayed": [],
+        "errors": [],
+        "decisionCalls": 3,
+        "modelCalls": 2,
+        "inputTokens": 0,
+        "outputTokens": 0,
+    }
+    assert body["rolledBackAt"] is None
+
+
+async def test_a_night_started_over_the_api_is_listed_and_rolled_back(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    async with memory_env(settings, sessions) as env:
+        env.jev.answers[Question.WORTH_KEEPING] = 0.9
+        env.model.responder = lambda body: Text(fact("Alice moved to Osaka."))
+        await add_message(
+            sessions,
+            id=1,
+            channel_id=5,
+            author_id=ALICE,
+            author_name="Alice",
+            content="I moved to Osaka last week",
+            at=utcnow() - timedelta(hours=2),
+        )
+        queue = env.services.queue
+        assert isinstance(queue, RecordingQueue)
+        app = admin_app(settings, sessions, queue)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
+            started = (await http.post("/nightly/run", headers=AUTH)).json()
+            done = 0
+            while done < len(queue.jobs):  # the worker's part
+                _, (run_id, step), _ = queue.jobs[done]
+                done += 1
+                await nightly_step(env.services, int(str(run_id)), str(step))
+            run = (await http.get(f"/nightly/runs/{started['runId']}", headers=AUTH)).json()
+            undo = await http.post("/memory/rollback", headers=AUTH)
+
+    assert run["status"] == "finished"
+    added = run["summary"]["added"]
+    assert len(added) == 1 and run["diary"]
+    assert undo.status_code == 200
+    assert undo.json()["runId"] == started["runId"]
+    assert undo.json()["deleted"] == added
+    assert await memory_ids(sessions) == []
