@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from app.chat.fake import Failure, Reply, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
+from app.kit.arqueue import create_queue
 from app.memory.consolidation import (
     MAX_OBSERVATIONS,
     consolidate_channel,
@@ -34,6 +36,7 @@ from tests.support.obs_env import (
     unconsumed_ids,
     writer_speaker,
 )
+from tests.support.servers import free_port
 
 CHANNEL, OTHER = 500, 501
 ALICE, BOB = 11, 22
@@ -273,3 +276,23 @@ async def test_mem02_one_run_reads_a_capped_batch_oldest_first(env: MemoryEnv) -
     assert [r.id for r in rows if r.consumed_at is None] == [
         MAX_OBSERVATIONS + 1 + i for i in range(5)
     ]
+
+
+async def test_mem02_redis_down_at_the_trigger_is_logged_not_raised(env: MemoryEnv) -> None:
+    for n in range(3):
+        await say(
+            env.sessions,
+            id=n + 1,
+            channel_id=CHANNEL,
+            author_id=ALICE,
+            author_name="A",
+            content="x",
+        )
+    down = create_queue(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        enqueued = await enqueue_if_due(replace(env.services, queue=down), CHANNEL)
+    finally:
+        await down.close()
+
+    assert enqueued is False
+    assert len(await unconsumed_ids(env.sessions, CHANNEL)) == 3  # kept for the next trigger

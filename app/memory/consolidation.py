@@ -83,7 +83,12 @@ async def enqueue_if_due(services: Services, channel_id: int) -> bool:
         )
     if not due:
         return False
-    return await services.queue.enqueue(JOB_NAME, channel_id, job_id=job_id(channel_id))
+    try:
+        return await services.queue.enqueue(JOB_NAME, channel_id, job_id=job_id(channel_id))
+    except Exception as exc:
+        # The observations are durable: the channel's next event triggers again.
+        logger.warning("consolidation not enqueued", extra={"error": type(exc).__name__})
+        return False
 
 
 async def consolidate_channel(services: Services, channel_id: int) -> ConsolidationOutcome:
