@@ -17,12 +17,15 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
+from app.kit.arqueue import create_queue
 from app.kit.clock import jst_day, utcnow
+from app.kit.queue import JobQueue
 from app.memory import ledger, repository
-from app.memory.nightly import JOB_NAME, nightly_step
+from app.memory.nightly import JOB_NAME, nightly_step, resume_nightly_runs
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
+from tests.support.servers import free_port
 
 SECRET = "test-admin-secret"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
@@ -35,7 +38,7 @@ ENDPOINTS = [
 ]
 
 
-def admin_app(settings: Settings, sessions: SessionFactory, queue: RecordingQueue) -> FastAPI:
+def admin_app(settings: Settings, sessions: SessionFactory, queue: JobQueue) -> FastAPI:
     """What app/main.py does for these routes: state set by the lifespan, router included."""
     app = FastAPI()
     app.state.settings = settings
@@ -391,3 +394,24 @@ async def test_a_night_started_over_the_api_is_listed_and_rolled_back(
     assert undo.json()["runId"] == started["runId"]
     assert undo.json()["deleted"] == added
     assert await memory_ids(sessions) == []
+
+
+async def test_nightly_run_with_redis_down_is_503_and_the_sweeper_resumes_it(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    down = create_queue(f"redis://127.0.0.1:{free_port()}/0")
+    app = admin_app(settings, sessions, down)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
+        response = await http.post("/nightly/run", headers=AUTH)
+        retry = await http.post("/nightly/run", headers=AUTH)
+    await down.close()
+
+    assert response.status_code == 503
+    run_id = response.json()["runId"]
+    assert retry.status_code == 409 and retry.json()["runId"] == run_id
+    later = RecordingQueue()
+    assert await resume_nightly_runs(sessions, later, now=utcnow() + timedelta(minutes=5)) == [
+        run_id
+    ]
+    assert [(job, args) for job, args, _ in later.jobs] == [(JOB_NAME, (run_id, "plan"))]

@@ -450,3 +450,20 @@ async def test_a_run_whose_chain_broke_is_resumed_by_the_sweeper(night: Night) -
     run = await night.load(started.run_id)
     assert run.status == "finished"
     assert run.summary["progress"]["resumes"] == 1
+
+
+async def test_rolling_back_a_run_mid_chain_stops_its_remaining_steps(night: Night) -> None:
+    night.env.jev.answers[Question.WORTH_KEEPING] = 0.9
+    await night.say(ALICE, "Alice", "I moved to Osaka", hours_ago=3)
+    started = await start_nightly_run(night.env.sessions, night.queue, now=utcnow())
+    assert isinstance(started, Started)
+    assert await nightly_step(night.env.services, started.run_id, "plan") == "extract:0"
+    night.cursor = 1
+
+    await rollback_run(night.env.sessions, started.run_id, dry_run=False)
+    await night.drain()
+
+    run = await night.load(started.run_id)
+    assert run.status == "failed" and run.rolled_back_at is not None
+    assert night.env.jev.requests == []  # extraction never ran
+    assert await memories_of(night.env.sessions, ALICE) == {}

@@ -16,6 +16,7 @@ from app.admin.schemas import (
     ErrorBody,
     NightlyRunBody,
     NightlyStartedBody,
+    NotQueuedBody,
     RollbackReport,
     RollbackRequest,
     RunSummary,
@@ -83,7 +84,10 @@ async def rollback(
     "/nightly/run",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=NightlyStartedBody,
-    responses={409: {"model": AlreadyRanBody, "description": "today already has a live run"}},
+    responses={
+        409: {"model": AlreadyRanBody, "description": "today already has a live run"},
+        503: {"model": NotQueuedBody, "description": "run created, queue unreachable"},
+    },
     summary="Run the nightly consolidation now, over the 24 hours before the request",
 )
 async def run_nightly(
@@ -93,6 +97,10 @@ async def run_nightly(
     if isinstance(outcome, AlreadyRan):
         conflict = AlreadyRanBody(run_id=outcome.run_id)
         return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+    if not outcome.queued:
+        # The run row exists and the sweeper will resume it; the job is not queued yet.
+        unqueued = NotQueuedBody(run_id=outcome.run_id)
+        return JSONResponse(unqueued.model_dump(by_alias=True), status.HTTP_503_SERVICE_UNAVAILABLE)
     return NightlyStartedBody(run_id=outcome.run_id, day=outcome.day)
 
 

@@ -54,6 +54,11 @@ class AlreadyRanBody(CamelModel):
     run_id: int
 
 
+class NotQueuedBody(CamelModel):
+    detail: str = "the run was created but its first step could not be queued; it resumes soon"
+    run_id: int
+
+
 class RunSummary(CamelModel):
     added: list[int] = Field(default_factory=list)
     updated: list[int] = Field(default_factory=list)

@@ -108,8 +108,12 @@ def empty_summary() -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Started:
+    """The run exists; ``queued`` is False when its first job could not be enqueued (the
+    sweeper's ``resume_nightly_runs`` picks such a run up once it counts as stalled)."""
+
     run_id: int
     day: date
+    queued: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +151,14 @@ async def start_nightly_run(
                 if run_id is None:
                     continue  # the live run was rolled back in between: try again
                 return AlreadyRan(run_id, day)
-        await queue.enqueue(JOB_NAME, run_id, FIRST_STEP, job_id=step_job_id(run_id, FIRST_STEP))
         logger.info("nightly run started", extra={"run_id": run_id, "day": day.isoformat()})
+        try:
+            await queue.enqueue(
+                JOB_NAME, run_id, FIRST_STEP, job_id=step_job_id(run_id, FIRST_STEP)
+            )
+        except Exception:
+            logger.warning("nightly run not queued; the sweeper will resume it", exc_info=True)
+            return Started(run_id, day, queued=False)
         return Started(run_id, day)
     raise RuntimeError(f"could not create or find the nightly run for {day}")
 
