@@ -4,7 +4,7 @@ people's data is untouched, the ledger keeps only that an erasure happened, with
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from sqlalchemy import ColumnElement, func, select, text
@@ -14,7 +14,13 @@ from app.db import SessionFactory, unit_of_work
 from app.inbound.frames import MessageCreate
 from app.memory import ledger
 from app.memory.commands import memory_forget
-from app.memory.erasure import Receipt, erasure_names, format_receipt, mentions_any
+from app.memory.erasure import (
+    Receipt,
+    erased_since,
+    erasure_names,
+    format_receipt,
+    mentions_any,
+)
 from app.memory.retention import purge_expired
 from app.memory.rollback import rollback_run
 from app.models import Base
@@ -31,7 +37,6 @@ from tests.support.staff_env import CHANNEL, chat_message, frame_data
 
 ALICE, BOB, BOT_MESSAGE = 42, 43, 2000
 SECRETS = ("sourdough", "quokka", "sunday")
-AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -324,3 +329,16 @@ def test_mem09_receipt_text_has_counts_and_plurals_only() -> None:
     receipt = format_receipt(Receipt(memories=2, messages=1, signals=1))
     assert "2 memories, 1 message, 0 observations, 1 reaction/correction" in receipt
     assert "0 channel summaries" in receipt
+
+
+async def test_mem09_writers_can_tell_an_erasure_happened_after_they_read(env: MemoryEnv) -> None:
+    async with env.sessions() as session:
+        read_at = await session.scalar(select(func.now()))
+    assert read_at is not None
+
+    await forget(env)
+
+    async with env.sessions() as session:
+        assert await erased_since(session, ALICE, read_at)
+        assert not await erased_since(session, BOB, read_at)
+        assert not await erased_since(session, ALICE, datetime.now(UTC) + timedelta(minutes=1))

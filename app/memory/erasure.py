@@ -12,9 +12,10 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Executable, delete, select, text
+from sqlalchemy import CursorResult, Executable, delete, exists, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import unit_of_work
@@ -200,6 +201,21 @@ async def _redact_events(session: AsyncSession, user_id: int, own_event: str) ->
     own = await _rowcount(session, _REDACT_OWN_EVENTS, args)
     quoted = await _rowcount(session, _REDACT_QUOTED_EVENTS, {"user_id": str(user_id)})
     return own + quoted
+
+
+async def erased_since(session: AsyncSession, user_id: int, since: datetime) -> bool:
+    """True when ``user_id`` used `!forgetme` at or after ``since``. A writer that read the
+    person's words before taking their lock checks this under the lock, so an extraction in
+    flight during an erasure cannot write a memory back."""
+    query = select(
+        exists().where(
+            MemoryLog.user_id == user_id,
+            MemoryLog.actor == ACTOR,
+            MemoryLog.memory_id.is_(None),
+            MemoryLog.created_at >= since,
+        )
+    )
+    return bool((await session.execute(query)).scalar_one())
 
 
 async def forget_me(services: Services, message: MessageCreate) -> None:
