@@ -372,6 +372,18 @@ async def test_mem08_a_malformed_file_is_a_clear_error_and_nothing_is_written(
     assert await snapshot(sessions) == empty
 
 
+async def test_mem08_a_file_that_is_not_sqlite_is_a_clear_error(
+    sessions: SessionFactory, tmp_path: Path
+) -> None:
+    not_sqlite = tmp_path / "notes #1.sqlite"
+    not_sqlite.write_text("just some text, definitely not a database\n" * 100)
+
+    with pytest.raises(ImportFailed, match="cannot read as SQLite"):
+        await import_legacy(sessions, sqlite_path=not_sqlite)
+    with pytest.raises(ImportFailed, match="no such file"):
+        await import_legacy(sessions, sqlite_path=tmp_path / "missing.sqlite")
+
+
 async def test_mem08_bad_legacy_json_is_a_clear_error_and_nothing_is_written(
     sessions: SessionFactory, legacy: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -373,7 +373,8 @@ def read_sqlite(path: Path) -> LegacyData:
     if not path.is_file():
         raise ImportFailed(f"{path}: no such file")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Read-only: an import never changes the deployment it reads from.
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise ImportFailed(f"{path}: cannot open as SQLite ({exc})") from None
     try:
