@@ -349,6 +349,7 @@ async def test_runs_are_listed_newest_first_with_their_summaries(
         "updated": [],
         "deleted": [],
         "decayed": [],
+        "expired": [],
         "errors": [],
         "decisionCalls": 3,
         "modelCalls": 2,

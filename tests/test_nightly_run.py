@@ -118,12 +118,18 @@ class Night:
 
 
 @pytest.fixture
+def overrides() -> dict[str, Any]:
+    """Settings a test changes (parametrize it indirectly)."""
+    return {}
+
+
+@pytest.fixture
 async def night(
-    settings: Settings, sessions: SessionFactory, tmp_path: Path
+    settings: Settings, sessions: SessionFactory, tmp_path: Path, overrides: dict[str, Any]
 ) -> AsyncIterator[Night]:
     persona = tmp_path / "persona.md"
     persona.write_text(PERSONA, encoding="utf-8")
-    local = settings.model_copy(update={"persona_path": str(persona)})
+    local = settings.model_copy(update={"persona_path": str(persona), **overrides})
     async with memory_env(local, sessions) as env:
         # The production decider wraps the client in LoggedDecider, which counts decisions.
         env.services = replace(env.services, decider=LoggedDecider(env.services.decider))
@@ -428,7 +434,7 @@ async def test_a_replayed_step_job_does_nothing(night: Night) -> None:
     run = await night.run()
     asked, written = len(night.env.jev.requests), len(night.env.model.requests)
 
-    for step in ("plan", "extract:0", "decay:0", "diary", "style", "finish"):
+    for step in ("plan", "extract:0", "retention", "decay:0", "diary", "style", "finish"):
         assert await nightly_step(night.env.services, run.id, step) is None
 
     assert (len(night.env.jev.requests), len(night.env.model.requests)) == (asked, written)
@@ -467,3 +473,51 @@ async def test_rolling_back_a_run_mid_chain_stops_its_remaining_steps(night: Nig
     assert run.status == "failed" and run.rolled_back_at is not None
     assert night.env.jev.requests == []  # extraction never ran
     assert await memories_of(night.env.sessions, ALICE) == {}
+
+
+async def test_commands_are_not_fed_to_extraction(night: Night) -> None:
+    night.env.jev.answers[Question.WORTH_KEEPING] = 0.9
+    await night.say(ALICE, "Alice", "!memory forget 3", hours_ago=4)
+    await night.say(ALICE, "Alice", f"<@{BOT_ID}> memory show", hours_ago=3.5)
+    await night.say(ALICE, "Alice", "I started learning the cello", hours_ago=3)
+
+    await night.run()
+
+    prompts = "\n".join(body["prompt"] for body in night.env.jev.requests)
+    assert "cello" in prompts
+    assert "forget 3" not in prompts and "memory show" not in prompts
+
+
+@pytest.mark.parametrize("overrides", [{"memory_enabled": False}])
+async def test_with_memory_off_only_the_diary_and_style_run(night: Night) -> None:
+    night.env.jev.answers[Question.WORTH_KEEPING] = 0.9
+    await add_memory(night.env.sessions, BOB, "Bob had an exam.", age_days=60)
+    await night.say(ALICE, "Alice", "I started learning the cello", hours_ago=3)
+
+    run = await night.run()
+
+    assert night.env.jev.requests == []  # no extraction, no decay review
+    assert run.status == "finished" and run.diary
+    assert await memories_of(night.env.sessions, ALICE) == {}
+    assert list((await memories_of(night.env.sessions, BOB)).values()) == ["Bob had an exam."]
+
+
+@pytest.mark.parametrize("overrides", [{"memory_retention_days": 90}])
+async def test_retention_purges_expired_memories_as_a_rollbackable_part_of_the_run(
+    night: Night,
+) -> None:
+    env = night.env
+    expired = await add_memory(env.sessions, BOB, "Bob had an exam.", age_days=100)
+    stale = await add_memory(env.sessions, BOB, "Bob likes jazz.", age_days=40)
+
+    run = await night.run()
+
+    assert run.summary["expired"] == [expired]
+    assert run.summary["decayed"] == [] and run.summary["deleted"] == []
+    assert list(await memories_of(env.sessions, BOB)) == [stale]
+    # Decay reviewed only what retention left.
+    assert [b["prompt"].count("Bob likes jazz.") for b in env.jev.asked(Question.STALE_KEEP)] == [1]
+
+    result = await rollback_run(env.sessions, run.id, dry_run=False)
+    assert result.plan.reinserted == [expired]
+    assert set(await memories_of(env.sessions, BOB)) == {expired, stale}

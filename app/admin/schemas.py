@@ -64,6 +64,9 @@ class RunSummary(CamelModel):
     updated: list[int] = Field(default_factory=list)
     deleted: list[int] = Field(default_factory=list)
     decayed: list[int] = Field(default_factory=list, description="removed by the decay pass")
+    expired: list[int] = Field(
+        default_factory=list, description="purged past MEMORY_RETENTION_DAYS (MEM-06)"
+    )
     errors: list[str] = Field(default_factory=list)
     decision_calls: int = 0
     model_calls: int = 0

@@ -1,8 +1,9 @@
 """The nightly consolidation run: a chain of bounded, resumable steps, one ARQ job each.
 
-``plan`` → ``extract:<n>`` (one chunk each) → ``decay:<n>`` (five reviews each) → ``diary`` →
-``style`` → ``finish``. The run row's ``summary.progress.next`` names the one pending step; a
-job for any other step is a duplicate and does nothing, so replays and retries are harmless."""
+``plan`` → ``extract:<n>`` (one chunk each) → ``retention`` (MEM-06, when configured) →
+``decay:<n>`` (five reviews each) → ``diary`` → ``style`` → ``finish``. The run row's
+``summary.progress.next`` names the one pending step; a job for any other step is a duplicate
+and does nothing, so replays and retries are harmless."""
 
 from __future__ import annotations
 
@@ -24,9 +25,13 @@ from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
 from app.kit.queue import JobQueue
 from app.kit.spend import Spend, spend_scope
+from app.memory import ledger
 from app.memory.decay import DECAY_REASON, STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
 from app.memory.diary import last_messages, write_diary
 from app.memory.exchange import Exchange, Line
+from app.memory.retention import ACTOR as RETENTION_ACTOR
+from app.memory.retention import REASON as RETENTION_REASON
+from app.memory.retention import purge_expired
 from app.memory.rollback import RUN_LOCK
 from app.memory.style import current_style, revise_style, window_signals
 from app.memory.write_path import run_write_path
@@ -34,6 +39,7 @@ from app.models.memory import MemoryLog
 from app.models.messages import Message
 from app.models.nightly import NightlyRun, StyleOverride
 from app.services import Services
+from app.turn.commands import parse_command
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +54,7 @@ DECAY_BATCH = 5
 STALL_AFTER = timedelta(minutes=3)
 MAX_RESUMES = 5
 COUNTERS = ("decision_calls", "model_calls", "input_tokens", "output_tokens")
-CHANGE_LISTS = ("added", "updated", "deleted", "decayed")
+CHANGE_LISTS = ("added", "updated", "deleted", "decayed", "expired")
 
 
 # --- pure planning -----------------------------------------------------------------------
@@ -240,6 +246,8 @@ async def _run_step(services: Services, run: RunView, step: str) -> StepResult:
         return await _plan(services, run)
     if name == "extract":
         return await _extract(services, run, index)
+    if name == "retention":
+        return await _retention(services, run)
     if name == "decay":
         return await _decay(services, run, index)
     if name == "diary":
@@ -252,6 +260,9 @@ async def _run_step(services: Services, run: RunView, step: str) -> StepResult:
 
 
 async def _plan(services: Services, run: RunView) -> StepResult:
+    if not services.settings.memory_active:
+        # MEM-10: memory off means no extraction and no decay; diary and style still run.
+        return StepResult(next="retention", progress={"chunks": [], "memory": "off"})
     async with services.sessions() as session:
         rows = await session.scalars(
             select(Message).where(
@@ -262,7 +273,10 @@ async def _plan(services: Services, run: RunView) -> StepResult:
             )
         )
         messages = [
-            WindowMessage(m.id, m.author_id, m.author_name, m.content, m.created_at) for m in rows
+            WindowMessage(m.id, m.author_id, m.author_name, m.content, m.created_at)
+            for m in rows
+            # A command (`!memory forget 3`) is not something the person said about themself.
+            if parse_command(m.content, services.bot_user_id) is None
         ]
     chunks = [
         {"speaker": str(speaker), "index": index, "messages": [str(m.id) for m in chunk]}
@@ -270,13 +284,13 @@ async def _plan(services: Services, run: RunView) -> StepResult:
         for index, chunk in enumerate(speaker_chunks)
     ]
     return StepResult(
-        next="extract:0" if chunks else "decay:0",
+        next="extract:0" if chunks else "retention",
         progress={"chunks": chunks, "failed_speakers": []},
     )
 
 
 def _after_extract(run: RunView, index: int) -> str:
-    return f"extract:{index + 1}" if index + 1 < len(run.progress["chunks"]) else "decay:0"
+    return f"extract:{index + 1}" if index + 1 < len(run.progress["chunks"]) else "retention"
 
 
 async def _extract(services: Services, run: RunView, index: int) -> StepResult:
@@ -326,7 +340,21 @@ async def _chunk_exchange(
     return exchange if exchange.usable else None
 
 
+async def _retention(services: Services, run: RunView) -> StepResult:
+    """MEM-06: purge memories past MEMORY_RETENTION_DAYS before decay reviews any of them."""
+    days = services.settings.memory_retention_days
+    if days is not None:
+        async with unit_of_work(services.sessions) as session:
+            expired = await purge_expired(
+                session, retention_days=days, run_id=run.id, now=run.window_end
+            )
+        ledger.count_changes(RETENTION_ACTOR, "delete", len(expired))
+    return StepResult(next="decay:0")
+
+
 async def _decay(services: Services, run: RunView, batch: int) -> StepResult:
+    if not services.settings.memory_active:
+        return StepResult(next="diary")
     cutoff = run.window_end - STALE_AFTER
     stale: list[int] | None = run.progress.get("stale")
     progress: dict[str, Any] = {}
@@ -388,7 +416,7 @@ async def run_changes(session: AsyncSession, run_id: int) -> dict[str, list[int]
         select(MemoryLog.memory_id, MemoryLog.action, MemoryLog.reason)
         .where(
             MemoryLog.run_id == run_id,
-            MemoryLog.actor == "nightly",
+            MemoryLog.actor.in_(("nightly", RETENTION_ACTOR)),
             MemoryLog.action.in_(("add", "update", "delete")),
             MemoryLog.memory_id.is_not(None),
         )
@@ -396,7 +424,9 @@ async def run_changes(session: AsyncSession, run_id: int) -> dict[str, list[int]
     )
     lists: dict[str, list[int]] = {name: [] for name in CHANGE_LISTS}
     for memory_id, action, reason in rows:
-        if action == "delete":
+        if action == "delete" and reason == RETENTION_REASON:
+            name = "expired"
+        elif action == "delete":
             name = "decayed" if reason == DECAY_REASON else "deleted"
         else:
             name = "added" if action == "add" else "updated"
