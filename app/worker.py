@@ -18,7 +18,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
 from app.kit.arqueue import ArqQueue
+from app.kit.clock import utcnow
 from app.kit.logs import configure_logging
+from app.memory import nightly
+from app.memory.consolidation import JOB_NAME as CONSOLIDATE
+from app.memory.consolidation import consolidate_channel
 from app.memory.jobs import remember_after_reply
 from app.services import Services
 from app.turn.events import handle_event
@@ -77,9 +81,29 @@ async def remember(
     )
 
 
+async def consolidate(ctx: dict[str, Any], channel_id: int) -> None:
+    await consolidate_channel(_services(ctx), channel_id)
+
+
+async def nightly_step(ctx: dict[str, Any], run_id: int, step: str) -> None:
+    await nightly.nightly_step(_services(ctx), run_id, step)
+
+
+async def start_night(ctx: dict[str, Any]) -> None:
+    """03:00 JST: consolidate the previous 24 hours (one run per JST day, however many
+    workers race for it: the day label is unique among live runs)."""
+    services = _services(ctx)
+    await nightly.start_nightly_run(services.sessions, services.queue, now=utcnow())
+
+
 async def sweep(ctx: dict[str, Any]) -> None:
+    """Every minute: re-enqueue unfinished events and broken nightly chains, stop idle
+    sandboxes."""
     services = _services(ctx)
     await sweep_inbox(services.sessions, services.queue)
+    await nightly.resume_nightly_runs(services.sessions, services.queue, now=utcnow())
+    if services.agent is not None:
+        await services.agent.stop_idle(utcnow())
 
 
 async def prune(ctx: dict[str, Any]) -> None:
@@ -97,10 +121,13 @@ class WorkerSettings:
     functions = [  # noqa: RUF012 (ARQ reads these class attributes)
         func(process_event, name=PROCESS_EVENT, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(remember, name=REMEMBER, timeout=JOB_TIMEOUT_S, keep_result=0),
+        func(nightly_step, name=nightly.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
+        func(consolidate, name=CONSOLIDATE, timeout=JOB_TIMEOUT_S, keep_result=0),
     ]
     cron_jobs = [  # noqa: RUF012
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
         cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
+        cron(start_night, hour=3, minute=0, second=0, timeout=60, keep_result=0),
     ]
     on_startup = startup
     on_shutdown = shutdown

@@ -6,6 +6,8 @@ from app.config import Settings
 from app.db import unit_of_work
 from app.inbound.frames import MessageCreate
 from app.memory.commands import memory_forget, memory_forget_all, memory_show
+from app.memory.erasure import forget_me
+from app.memory.staff import run_staff_command
 from app.services import Services
 from app.turn import steps
 from app.turn.commands import (
@@ -65,16 +67,8 @@ async def answer(services: Services, message: MessageCreate, text: str) -> None:
     )
 
 
-async def forget_me(services: Services, message: MessageCreate) -> None:
-    from app.memory.erasure import forget_me as erase
-
-    await erase(services, message)
-
-
 async def staff_command(services: Services, command: StaffCommand, message: MessageCreate) -> None:
     if not is_staff(message, services.settings):
         await answer(services, message, NOT_STAFF)
         return
-    from app.memory.staff import run_staff_command
-
     await run_staff_command(services, command, message)

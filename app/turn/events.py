@@ -18,6 +18,7 @@ from app.inbound.frames import (
 )
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
+from app.memory import consolidation, observations
 from app.models import InboxEvent
 from app.services import Services
 from app.turn import channel_log, reactions
@@ -60,19 +61,35 @@ async def _claim(services: Services, event_id: str) -> Event | None:
 
 
 async def _route(services: Services, event: Event, event_id: str) -> None:
+    """Messages are turns; edits, deletes and reactions update the log, the signals and the
+    MEM-01 observations in one transaction, then may trigger a consolidation."""
     data = event.data
-    match data:
-        case MessageCreate():
-            await run_turn(services, data, event_id)
-        case MessageUpdate():
-            async with unit_of_work(services.sessions) as session:
+    if isinstance(data, MessageCreate):
+        await run_turn(services, data, event_id)
+        return
+    active = services.settings.memory_active
+    async with unit_of_work(services.sessions) as session:
+        match data:
+            case MessageUpdate():
                 await channel_log.apply_edit(session, data, utcnow())
-        case MessageDelete() | MessageDeleteBulk():
-            ids = [data.id] if isinstance(data, MessageDelete) else data.ids
-            async with unit_of_work(services.sessions) as session:
+                await observations.observe_edit(session, data, event_id, active=active)
+            case MessageDelete() | MessageDeleteBulk():
+                ids = [data.id] if isinstance(data, MessageDelete) else data.ids
+                await observations.observe_deletes(
+                    session, data.channel_id, ids, event_id, active=active
+                )
                 await channel_log.mark_deleted(session, ids, utcnow())
-        case _:
-            await reactions.handle_reaction(services, event.type, data)
+            case _:
+                await reactions.record_reaction(session, data, services.bot_user_id)
+                await observations.observe_reaction(
+                    session,
+                    event.type,
+                    data,
+                    event_id,
+                    active=active,
+                    bot_user_id=services.bot_user_id,
+                )
+    await consolidation.enqueue_if_due(services, data.channel_id)
 
 
 __all__ = ["EventType", "handle_event"]

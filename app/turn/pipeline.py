@@ -20,7 +20,8 @@ from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.inbound.frames import MessageCreate
 from app.kit.clock import utcnow
-from app.memory.recall import recall_for_prompt, render_memory_block
+from app.memory import consolidation, observations
+from app.memory.prompt_memory import prompt_memory
 from app.persona import active_style, load_persona
 from app.services import Services
 from app.turn import channel_log, steps
@@ -42,6 +43,8 @@ turn_outcomes = Counter("turn_outcomes_total", "Finished turns by how they ended
 class Context:
     conversation: list[ChatLine]
     persona: str
+    participant_ids: list[int]  # human authors in the history tail, newest first
+    names: dict[int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,9 @@ class Reply:
 async def run_turn(services: Services, message: MessageCreate, event_id: str) -> None:
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
-    await log_message(services, message)  # 3
-    command = parse_command(message.content, services.bot_user_id)  # 4
-    if command is not None:
+    command = parse_command(message.content, services.bot_user_id)
+    await log_message(services, message, event_id, observe=command is None)  # 3
+    if command is not None:  # 4
         await handle_command(services, command, message, event_id)
         return _finish("command")
     await detect_correction(services, message)  # 5
@@ -77,9 +80,15 @@ def _finish(outcome: str) -> None:
 # 3. Log ---------------------------------------------------------------------------------
 
 
-async def log_message(services: Services, message: MessageCreate) -> None:
+async def log_message(
+    services: Services, message: MessageCreate, event_id: str, *, observe: bool
+) -> None:
+    """Append to the channel log; a non-command message is also a MEM-01 observation."""
+    active = observe and services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
         await channel_log.log_message(session, message)
+        await observations.observe_message(session, message, event_id, active=active)
+    await consolidation.enqueue_if_due(services, message.channel_id)
 
 
 # 5. Corrections -------------------------------------------------------------------------
@@ -126,7 +135,13 @@ async def load_context(services: Services, message: MessageCreate) -> Context:
         style = await active_style(session)
     conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
     persona = load_persona(services.settings.persona_path, style.content if style else None)
-    return Context(conversation=conversation, persona=persona)
+    humans = [m for m in reversed(recent) if not m.is_bot]
+    return Context(
+        conversation=conversation,
+        persona=persona,
+        participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
+        names={m.author_id: m.author_name for m in reversed(humans)},
+    )
 
 
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
@@ -222,12 +237,19 @@ async def run_task(services: Services, message: MessageCreate, context: Context)
 
 
 async def write_reply(services: Services, message: MessageCreate, context: Context) -> str:
-    speaker = message.author.id
+    """The text path: recall (logged reads), assemble in the seed's order, generate."""
     async with unit_of_work(services.sessions) as session:
-        memories = await recall_for_prompt(session, user_ids=[speaker], actor="reply")
+        memory = await prompt_memory(
+            session,
+            services.settings,
+            channel_id=message.channel_id,
+            speaker_id=message.author.id,
+            names={**context.names, message.author.id: message.author_name},
+            participant_ids=context.participant_ids,
+        )
     prompt = assemble_prompt(
-        channel_summary=None,
-        memory_block=render_memory_block(memories, {speaker: message.author_name}),
+        channel_summary=memory.channel_summary,
+        memory_block=memory.memory_block,
         conversation=context.conversation,
         persona=context.persona,
     )
@@ -249,8 +271,18 @@ async def _post(
         log.error("reply could not be posted", extra={"error": type(exc).__name__})
         ids = []
     now = utcnow()
+    active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
         for message_id, part in zip(ids, split_message(text), strict=False):
+            await observations.observe_bot_message(
+                session,
+                message_id=message_id,
+                channel_id=message.channel_id,
+                bot_user_id=services.bot_user_id,
+                content=part,
+                event_id=f"bot:{message_id}",
+                active=active,
+            )
             await channel_log.log_bot_message(
                 session,
                 message_id=message_id,
@@ -265,6 +297,7 @@ async def _post(
         await steps.record(
             session, steps.step_key(event_id, "reply"), {"message_ids": ids, "failed": failed}
         )
+    await consolidation.enqueue_if_due(services, message.channel_id)
     return Reply(message_ids=ids, failed=failed or not ids)
 
 

@@ -7,20 +7,17 @@ import logging
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import unit_of_work
-from app.inbound.frames import EventData, EventType, ReactionAdd
+from app.inbound.frames import EventData, ReactionAdd
 from app.models import Signal
-from app.services import Services
 from app.turn.channel_log import get_message
 
 log = logging.getLogger(__name__)
 
 
-async def handle_reaction(services: Services, event_type: EventType, data: EventData) -> None:
+async def record_reaction(session: AsyncSession, data: EventData, bot_id: int) -> None:
     """Only an add can become a signal; removals never take a signal back."""
     if isinstance(data, ReactionAdd):
-        async with unit_of_work(services.sessions) as session:
-            await record_reaction_signal(session, data, services.bot_user_id)
+        await record_reaction_signal(session, data, bot_id)
 
 
 async def record_reaction_signal(session: AsyncSession, reaction: ReactionAdd, bot_id: int) -> bool:
