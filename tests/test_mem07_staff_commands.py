@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from app.config import Settings
 from app.db import SessionFactory
-from app.models.memory import Pin
+from app.memory.staff import LISTING_LIMIT
+from app.models.memory import Memory, Pin
 from app.turn.commands import parse_command
 from app.turn.dispatch import NOT_STAFF, handle_command
 from tests.support.memory_env import (
@@ -193,3 +194,18 @@ async def test_mem07_non_staff_are_refused_and_nothing_changes(
     assert await memories_of(env.sessions, MEMBER) == {memory: "Enjoys chess"}
     assert [p.id for p in await pins(env.sessions)] == [pin_id]
     assert await ledger_rows(env.sessions) == []
+
+
+async def test_mem07_a_long_listing_shows_the_newest_and_says_how_many_are_left_out(
+    env: MemoryEnv,
+) -> None:
+    async with env.sessions() as session, session.begin():
+        for n in range(LISTING_LIMIT + 3):
+            session.add(Memory(user_id=MEMBER, content=f"fact number {n}"))
+
+    await say(env, f"!bot memory {MEMBER}")
+
+    dm = "\n".join(m["content"] for m in env.discord.dms_to(STAFF))
+    assert dm.count("fact number") == LISTING_LIMIT and "…and 3 older not shown." in dm
+    [read] = await ledger_rows(env.sessions)
+    assert len(read.after) == LISTING_LIMIT

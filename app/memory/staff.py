@@ -115,7 +115,8 @@ async def _list_memories(services: Services, message: MessageCreate, user_id: in
 
 
 async def _count(session: AsyncSession, user_id: int) -> int:
-    total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
+    query = select(func.count()).select_from(Memory).where(Memory.user_id == user_id)
+    total = await session.scalar(query)
     return int(total or 0)
 
 
