@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.chat.fake import Failure, Reply, Text
+from app.chat.fake import Delay, Failure, Reply, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.fake import Raw
 from app.decision.logged import LoggedDecider
 from app.decision.vocabulary import Question
 from app.kit.clock import jst_day, utcnow
+from app.memory import nightly
 from app.memory.diary import DIARY_SYSTEM
 from app.memory.nightly import (
     JOB_NAME,
@@ -521,3 +522,25 @@ async def test_retention_purges_expired_memories_as_a_rollbackable_part_of_the_r
     result = await rollback_run(env.sessions, run.id, dry_run=False)
     assert result.plan.reinserted == [expired]
     assert set(await memories_of(env.sessions, BOB)) == {expired, stale}
+
+
+async def test_a_model_slower_than_the_step_budget_is_a_noted_failure(
+    night: Night, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The budget keeps each job under ARQ's 100 s kill; shrink it so the test is quick.
+    monkeypatch.setattr(nightly, "STEP_BUDGET_S", 0.3)
+    night.env.jev.answers[Question.WORTH_KEEPING] = 0.9
+    slow = Delay(2.0, Text("遅すぎる日記。"))
+    night.env.model.responder = responder(writer=lambda body: slow, diary=slow)
+    await night.say(ALICE, "Alice", "I started learning the cello", hours_ago=3)
+    await night.say(BOB, "Bob", "I adopted a cat", hours_ago=2)
+
+    run = await night.run()
+
+    assert run.status == "finished"
+    assert run.diary is None
+    errors = run.summary["errors"]
+    assert any(f"speaker {ALICE}" in e and "TimeoutError" in e for e in errors)
+    assert any(f"speaker {BOB}" in e for e in errors)
+    assert any(e.startswith("diary") for e in errors)
+    assert await memories_of(night.env.sessions, ALICE) == {}

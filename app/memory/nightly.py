@@ -7,6 +7,7 @@ and does nothing, so replays and retries are harmless."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -53,6 +54,9 @@ DECAY_BATCH = 5
 # after its commit, or Redis refused the next enqueue): the sweeper re-enqueues the step.
 STALL_AFTER = timedelta(minutes=3)
 MAX_RESUMES = 5
+# Jobs are killed at 100 s. A slow model (timeouts × SDK retries) must end as a noted
+# failure of that piece, not as a killed job, so each model-calling piece gets this budget.
+STEP_BUDGET_S = 75.0
 COUNTERS = ("decision_calls", "model_calls", "input_tokens", "output_tokens")
 CHANGE_LISTS = ("added", "updated", "deleted", "decayed", "expired")
 
@@ -307,7 +311,10 @@ async def _extract(services: Services, run: RunView, index: int) -> StepResult:
         return StepResult(next=next_step)
     trigger = f"nightly:{run.id}:{speaker}:{chunk['index']}"
     try:
-        await run_write_path(services, exchange, actor="nightly", run_id=run.id, trigger=trigger)
+        async with asyncio.timeout(STEP_BUDGET_S):
+            await run_write_path(
+                services, exchange, actor="nightly", run_id=run.id, trigger=trigger
+            )
     except Exception as exc:
         # One speaker's failure is noted and the others continue.
         logger.warning(
@@ -363,20 +370,24 @@ async def _decay(services: Services, run: RunView, batch: int) -> StepResult:
             stale = await stale_memory_ids(session, cutoff=cutoff, limit=STALE_CAP)
         progress["stale"] = stale
     ids = stale[batch * DECAY_BATCH : (batch + 1) * DECAY_BATCH]
-    if ids:
-        outcome = await review_stale(
-            services, ids, run_id=run.id, cutoff=cutoff, now=run.window_end
-        )
-        logger.info(
-            "nightly decay batch",
-            extra={
-                "deleted": outcome.deleted,
-                "kept": outcome.kept,
-                "unanswered": outcome.unanswered,
-            },
-        )
     more = (batch + 1) * DECAY_BATCH < len(stale)
-    return StepResult(next=f"decay:{batch + 1}" if more else "diary", progress=progress)
+    result = StepResult(next=f"decay:{batch + 1}" if more else "diary", progress=progress)
+    if not ids:
+        return result
+    try:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            outcome = await review_stale(
+                services, ids, run_id=run.id, cutoff=cutoff, now=run.window_end
+            )
+    except TimeoutError:
+        # Deletes already committed stay logged; the rest are reviewed another night.
+        result.errors.append(f"decay batch {batch} timed out")
+        return result
+    logger.info(
+        "nightly decay batch",
+        extra={"deleted": outcome.deleted, "kept": outcome.kept, "unanswered": outcome.unanswered},
+    )
+    return result
 
 
 async def _diary(services: Services, run: RunView) -> StepResult:
@@ -385,8 +396,9 @@ async def _diary(services: Services, run: RunView) -> StepResult:
     if not lines:
         return StepResult(next="style")
     try:
-        diary = await write_diary(services.chat, lines)
-    except ChatFailed:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            diary = await write_diary(services.chat, lines)
+    except (ChatFailed, TimeoutError):
         return StepResult(next="style", errors=["diary: the chat model gave no diary"])
     return StepResult(next="style", diary=diary)
 
@@ -399,8 +411,9 @@ async def _style(services: Services, run: RunView) -> StepResult:
     if done is not None or not signals:
         return StepResult(next="finish")  # already revised, or no feedback: no revision
     try:
-        revised = await revise_style(services.chat, style, signals)
-    except ChatFailed:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            revised = await revise_style(services.chat, style, signals)
+    except (ChatFailed, TimeoutError):
         return StepResult(next="finish", errors=["style: the chat model gave no revision"])
     async with unit_of_work(services.sessions) as session:
         session.add(StyleOverride(content=revised, run_id=run.id))
