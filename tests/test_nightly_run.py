@@ -215,7 +215,7 @@ async def test_a_finished_day_does_nothing_until_rolled_back(night: Night) -> No
 async def test_extraction_uses_only_the_newest_five_chunks_and_logs_the_run(night: Night) -> None:
     env = night.env
     env.jev.answers[Question.WORTH_KEEPING] = 0.9
-    for i in range(40):
+    for i in range(70):  # more than the per-speaker rows the plan even reads
         await night.say(ALICE, "Alice", f"alice line {i:02d}", hours_ago=20 - i * 0.1)
     await night.say(BOT_ID, "bot", "bot line", hours_ago=1, is_bot=True)
     await night.say(ALICE, "Alice", "from two days ago", hours_ago=30)
@@ -225,8 +225,8 @@ async def test_extraction_uses_only_the_newest_five_chunks_and_logs_the_run(nigh
     worth = env.jev.asked(Question.WORTH_KEEPING)
     assert len(worth) == 5
     prompts = "\n".join(body["prompt"] for body in env.jev.requests)
-    assert all(f"alice line {i:02d}" in prompts for i in range(10, 40))
-    assert not any(f"alice line {i:02d}" in prompts for i in range(10))
+    assert all(f"alice line {i:02d}" in prompts for i in range(40, 70))
+    assert not any(f"alice line {i:02d}" in prompts for i in range(40))
     assert "bot line" not in prompts and "from two days ago" not in prompts
     memories = await memories_of(env.sessions, ALICE)
     assert list(memories) == run.summary["added"] and len(memories) == 1

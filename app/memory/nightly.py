@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.chat.base import ChatFailed
 from app.db import SessionFactory, unit_of_work
@@ -268,14 +269,7 @@ async def _plan(services: Services, run: RunView) -> StepResult:
         # MEM-10: memory off means no extraction and no decay; diary and style still run.
         return StepResult(next="retention", progress={"chunks": [], "memory": "off"})
     async with services.sessions() as session:
-        rows = await session.scalars(
-            select(Message).where(
-                Message.created_at >= run.window_start,
-                Message.created_at < run.window_end,
-                Message.is_bot.is_(False),
-                Message.deleted_at.is_(None),
-            )
-        )
+        rows = await session.scalars(_newest_per_speaker(run))
         messages = [
             WindowMessage(m.id, m.author_id, m.author_name, m.content, m.created_at)
             for m in rows
@@ -291,6 +285,31 @@ async def _plan(services: Services, run: RunView) -> StepResult:
         next="extract:0" if chunks else "retention",
         progress={"chunks": chunks, "failed_speakers": []},
     )
+
+
+def _newest_per_speaker(run: RunView) -> Select[tuple[Message]]:
+    """The window's human messages, only each speaker's newest few: a busy day's older
+    lines would be dropped by the chunk cap anyway (slack left for commands filtered out)."""
+    rank = (
+        func.row_number()
+        .over(
+            partition_by=Message.author_id,
+            order_by=(Message.created_at.desc(), Message.id.desc()),
+        )
+        .label("rank")
+    )
+    ranked = (
+        select(Message, rank)
+        .where(
+            Message.created_at >= run.window_start,
+            Message.created_at < run.window_end,
+            Message.is_bot.is_(False),
+            Message.deleted_at.is_(None),
+        )
+        .subquery()
+    )
+    newest = aliased(Message, ranked)
+    return select(newest).where(ranked.c.rank <= 2 * CHUNK_SIZE * CHUNKS_PER_SPEAKER)
 
 
 def _after_extract(run: RunView, index: int) -> str:
