@@ -3,6 +3,7 @@ the run marker, dry runs and repeats, and a property test against random later e
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -12,8 +13,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
+from app.kit.locks import try_xact_lock
 from app.memory import ledger, repository
-from app.memory.rollback import AlreadyRolledBack, RunNotFound, rollback_run
+from app.memory.rollback import RUN_LOCK, AlreadyRolledBack, RunNotFound, rollback_run
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
@@ -327,3 +329,31 @@ async def test_rollback_never_overwrites_a_later_change_and_restores_the_rest(
     everything = set(before_run) | set(after_edits) | set(final)
     for memory_id in everything - changed_later:
         assert final.get(memory_id) == before_run.get(memory_id)
+
+
+async def test_a_rollback_waits_for_the_runs_step_in_progress(sessions: SessionFactory) -> None:
+    run = await new_run(sessions)
+    added = await change(sessions, "add", ALICE, content="Alice moved to Osaka.", run_id=run)
+    async with sessions() as step, step.begin():
+        assert await try_xact_lock(step, RUN_LOCK, run)  # what a running nightly step holds
+        undo = asyncio.create_task(rollback_run(sessions, run, dry_run=False))
+        async with asyncio.timeout(10):
+            while not await waiting_for_advisory_lock(sessions):  # noqa: ASYNC110 (bounded poll)
+                await asyncio.sleep(0.01)
+        assert not undo.done()
+        assert await contents(sessions) == {added: "Alice moved to Osaka."}
+    result = await undo
+
+    assert result.plan.deleted == [added]
+    assert await contents(sessions) == {}
+
+
+async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
+    async with sessions() as session:
+        waiting = await session.scalar(
+            text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        )
+    return bool(waiting)
