@@ -19,6 +19,7 @@ from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
 from app.kit.arqueue import ArqQueue
 from app.kit.clock import utcnow
+from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.memory import nightly
 from app.memory.consolidation import JOB_NAME as CONSOLIDATE
@@ -61,10 +62,12 @@ async def shutdown(ctx: dict[str, Any]) -> None:
         await stack.aclose()
 
 
+@instrumented("process_event")
 async def process_event(ctx: dict[str, Any], event_id: str) -> None:
     await handle_event(_services(ctx), event_id)
 
 
+@instrumented("remember")
 async def remember(
     ctx: dict[str, Any],
     channel_id: int,
@@ -81,14 +84,17 @@ async def remember(
     )
 
 
+@instrumented("consolidate")
 async def consolidate(ctx: dict[str, Any], channel_id: int) -> None:
     await consolidate_channel(_services(ctx), channel_id)
 
 
+@instrumented("nightly_step")
 async def nightly_step(ctx: dict[str, Any], run_id: int, step: str) -> None:
     await nightly.nightly_step(_services(ctx), run_id, step)
 
 
+@instrumented("start_night")
 async def start_night(ctx: dict[str, Any]) -> None:
     """03:00 JST: consolidate the previous 24 hours (one run per JST day, however many
     workers race for it: the day label is unique among live runs)."""
@@ -96,16 +102,18 @@ async def start_night(ctx: dict[str, Any]) -> None:
     await nightly.start_nightly_run(services.sessions, services.queue, now=utcnow())
 
 
+@instrumented("sweep")
 async def sweep(ctx: dict[str, Any]) -> None:
     """Every minute: re-enqueue unfinished events and broken nightly chains, stop idle
     sandboxes."""
     services = _services(ctx)
-    await sweep_inbox(services.sessions, services.queue)
+    INBOX_BACKLOG.set(await sweep_inbox(services.sessions, services.queue))
     await nightly.resume_nightly_runs(services.sessions, services.queue, now=utcnow())
     if services.agent is not None:
         await services.agent.stop_idle(utcnow())
 
 
+@instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
     await prune_inbox(_services(ctx).sessions)
 

@@ -22,7 +22,12 @@ def free_port() -> int:
 async def serve(app: Any, *, port: int | None = None) -> AsyncIterator[str]:
     """Serve ``app`` on 127.0.0.1 inside the running loop; yield its base URL."""
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port or free_port(), log_level="warning", lifespan="auto"
+        app,
+        host="127.0.0.1",
+        port=port or free_port(),
+        log_level="warning",
+        lifespan="auto",
+        timeout_graceful_shutdown=1,  # a fake holding a slow answer must not stall teardown
     )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
