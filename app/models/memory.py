@@ -73,6 +73,13 @@ class MemoryLog(Base):
         Index("ix_memory_log_run", "run_id", "id"),
         Index("ix_memory_log_user", "user_id"),
         Index("ix_memory_log_memory", "memory_id"),
+        # The write path's "already applied?" check looks up a person's rows by trigger.
+        Index(
+            "ix_memory_log_user_trigger",
+            "user_id",
+            "trigger",
+            postgresql_where=text("trigger IS NOT NULL"),
+        ),
     )
 
 
