@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
+from app.kit.clock import utcnow
 from app.memory import ledger, repository
+from app.memory.erasure import erased_since
 from app.memory.exchange import Exchange
 from app.memory.prompts import (
     VerdictLine,
@@ -33,6 +35,7 @@ from app.services import Services
 logger = logging.getLogger(__name__)
 
 WRITER_MAX_TOKENS = 300
+ERASURE_MARGIN = timedelta(seconds=5)
 
 
 @dataclass
@@ -79,6 +82,9 @@ async def run_write_path(
     """Run the seven steps for ``exchange.speaker_id``; the only profile it can touch."""
     if not exchange.usable:
         return WriteOutcome(stopped="unusable")
+    # Words read before an erasure must not come back as a memory after it; the margin
+    # covers the caller's read of the exchange just before this call.
+    read_at = utcnow() - ERASURE_MARGIN
     speaker = exchange.speaker_id
     if trigger is not None and await _already_applied(services.sessions, speaker, trigger):
         return WriteOutcome(stopped="already_applied")
@@ -94,7 +100,7 @@ async def run_write_path(
     add_reason = await _decide_add(services, exchange, records, verdicts)
     outcome = WriteOutcome()
     plan = await _write_texts(services, exchange, records, verdicts, add_reason, outcome)
-    return await _apply(services.sessions, speaker, plan, outcome, actor, run_id, trigger)
+    return await _apply(services.sessions, speaker, plan, outcome, actor, run_id, trigger, read_at)
 
 
 async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str) -> bool:
@@ -219,6 +225,7 @@ async def _apply(
     actor: str,
     run_id: int | None,
     trigger: str | None,
+    read_at: datetime,
 ) -> WriteOutcome:
     """Step 7: deletes, updates, then the add, each logged, in one locked transaction."""
     if not (plan.deletes or plan.updates or plan.add):
@@ -229,6 +236,9 @@ async def _apply(
             session, user_id=speaker, trigger=trigger
         ):
             outcome.stopped = "already_applied"
+            return outcome
+        if await erased_since(session, speaker, read_at):
+            outcome.stopped = "erased"
             return outcome
         log = _Logger(session, speaker, actor, run_id, trigger)
         for record in plan.deletes:

@@ -1,0 +1,40 @@
+"""MEM-09 against a write path in flight: words read before `!forgetme` never come back."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.chat.fake import Delay, Text
+from app.config import Settings
+from app.db import SessionFactory, unit_of_work
+from app.decision.vocabulary import Question
+from app.memory.erasure import erase_user
+from app.memory.write_path import run_write_path
+from tests.support.memory_env import exchange, fact, memories_of, memory_env
+
+ALICE = 42
+
+
+async def test_mem09_an_extraction_in_flight_writes_nothing_after_the_erasure(
+    settings: Settings, sessions: SessionFactory
+) -> None:
+    async with memory_env(settings, sessions) as env:
+        env.jev.answers[Question.WORTH_KEEPING] = 0.9
+        env.model.push(Delay(1.0, Text(fact("Alice bakes sourdough on Sundays."))))
+        run = asyncio.create_task(
+            run_write_path(
+                env.services,
+                exchange(ALICE, "Alice", "I bake sourdough every Sunday"),
+                actor="extraction",
+                trigger="reply:1",
+            )
+        )
+        async with asyncio.timeout(10):
+            while not env.model.requests:  # noqa: ASYNC110 (the writer is now waiting)
+                await asyncio.sleep(0.01)
+        async with unit_of_work(sessions) as session:
+            await erase_user(session, ALICE, names=["Alice"], own_event="forgetme:1")
+        outcome = await run
+    assert outcome.stopped == "erased"
+    assert outcome.added == []
+    assert await memories_of(sessions, ALICE) == {}
