@@ -24,6 +24,7 @@ from app.memory.erasure import (
 from app.memory.retention import purge_expired
 from app.memory.rollback import rollback_run
 from app.models import Base
+from app.models.agent import AgentSession
 from app.models.inbox import InboxEvent
 from app.models.memory import Episode, Memory, Observation
 from app.models.messages import Message
@@ -148,6 +149,15 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
                     channel_id=CHANNEL, content="Bob showed stamps; a talk on italics and malice."
                 ),
                 Episode(channel_id=501, content="Bob went fishing."),
+                # A task session quoting the channel, as the agent stores it.
+                AgentSession(
+                    channel_id=CHANNEL,
+                    history={"turns": [{"role": "user", "content": "Alice: find sourdough tips"}]},
+                ),
+                AgentSession(
+                    channel_id=501,
+                    history={"turns": [{"role": "user", "content": "Bob: fishing spots"}]},
+                ),
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
@@ -206,6 +216,7 @@ async def test_mem09_no_trace_of_the_users_words_remains_in_any_table(env: Memor
         "signals",
         "episodes",
         "inbox",
+        "agent_sessions",
     }
 
     await forget(env)
@@ -266,6 +277,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
                 "episodes": 3,
                 "ledger_rows_redacted": 2,
                 "events_redacted": 3,
+                "agent_sessions": 1,
             },
         ),
     ]

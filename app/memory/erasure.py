@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import unit_of_work
 from app.inbound.frames import MessageCreate
 from app.memory import ledger, repository
+from app.models.agent import AgentSession
 from app.models.memory import Episode, MemoryLog, Observation
 from app.models.messages import Message
 from app.models.signals import Signal
@@ -47,6 +48,7 @@ class Receipt:
     episodes: int = 0
     ledger_rows_redacted: int = 0
     events_redacted: int = 0
+    agent_sessions: int = 0
 
 
 # --- pure ----------------------------------------------------------------------------------
@@ -164,6 +166,7 @@ async def erase_user(
         episodes=await _delete_episodes(session, identifiers),
         ledger_rows_redacted=ledger_redacted,
         events_redacted=await _redact_events(session, user_id, own_event),
+        agent_sessions=await _delete_agent_sessions(session, identifiers),
     )
     session.add(
         MemoryLog(
@@ -194,6 +197,20 @@ async def _delete_episodes(session: AsyncSession, identifiers: list[str]) -> int
     if not doomed:
         return 0
     return await _rowcount(session, delete(Episode).where(Episode.id.in_(doomed)))
+
+
+async def _delete_agent_sessions(session: AsyncSession, identifiers: list[str]) -> int:
+    # A task session quotes the channel's lines "Name: text" and names who asked: a session
+    # that mentions the person is forgotten whole (one per channel, so this read is bounded).
+    rows = (await session.execute(select(AgentSession.channel_id, AgentSession.history))).all()
+    doomed = [
+        channel_id
+        for channel_id, history in rows
+        if mentions_any(json.dumps(history, ensure_ascii=False), identifiers)
+    ]
+    if not doomed:
+        return 0
+    return await _rowcount(session, delete(AgentSession).where(AgentSession.channel_id.in_(doomed)))
 
 
 async def _redact_events(session: AsyncSession, user_id: int, own_event: str) -> int:
