@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     discord_gateway_url: str | None = None
     webhook_url: str = "http://localhost:8000/webhook"
 
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
     chat_model: str = DEFAULT_CHAT_MODEL
     chat_timeout_s: PositiveFloat = 60.0
 
@@ -116,6 +118,8 @@ class Settings(BaseSettings):
         "jev_url",
         "jev_api_key",
         "jina_api_key",
+        "anthropic_api_key",
+        "anthropic_base_url",
         mode="before",
     )
     @classmethod
@@ -123,10 +127,14 @@ class Settings(BaseSettings):
         return None if value == "" else value
 
     @property
+    def decision_model_configured(self) -> bool:
+        """A decision service URL, or an Anthropic key for the in-process decider."""
+        return self.jev_url is not None or self.anthropic_api_key is not None
+
+    @property
     def memory_active(self) -> bool:
-        """MEM-10: memory runs only when enabled; the decider is always configured here
-        (in-process by default), so the switch is the only way to turn it off."""
-        return self.memory_enabled
+        """MEM-10: memory runs only when enabled and a decision model is configured."""
+        return self.memory_enabled and self.decision_model_configured
 
 
 class SettingsError(RuntimeError):

@@ -61,6 +61,7 @@ def settings(database_url: str) -> Settings:
         admin_secret="test-admin-secret",  # type: ignore[arg-type]
         discord_bot_token="test-bot-token",  # type: ignore[arg-type]
         discord_bot_user_id=1000,
+        anthropic_api_key="test-anthropic-key",  # type: ignore[arg-type]
         _env_file=None,  # type: ignore[call-arg]
     )
 

@@ -24,13 +24,22 @@ _PLACEHOLDER_KEY = "unset-anthropic-api-key"
 
 
 def anthropic_client(
-    http: httpx2.AsyncClient | None, *, timeout_s: float, max_retries: int = MAX_RETRIES
+    http: httpx2.AsyncClient | None,
+    *,
+    timeout_s: float,
+    max_retries: int = MAX_RETRIES,
+    api_key: str | None = None,
+    base_url: str | None = None,
 ) -> anthropic.AsyncAnthropic:
-    """An SDK client with an explicit timeout and retries. The SDK reads ANTHROPIC_API_KEY
-    (or ANTHROPIC_AUTH_TOKEN) and ANTHROPIC_BASE_URL from the environment itself."""
-    has_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    """An SDK client with an explicit timeout and retries. Without an explicit key or base
+    URL the SDK reads ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) and ANTHROPIC_BASE_URL
+    from the environment itself."""
+    has_key = (
+        api_key or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    )
     return anthropic.AsyncAnthropic(
-        api_key=None if has_key else _PLACEHOLDER_KEY,
+        api_key=api_key if api_key else (None if has_key else _PLACEHOLDER_KEY),
+        base_url=base_url or None,
         http_client=http,
         timeout=timeout_s,
         max_retries=max_retries,
@@ -41,8 +50,16 @@ def build_anthropic(
     settings: Settings, http: httpx2.AsyncClient | None = None
 ) -> anthropic.AsyncAnthropic:
     """The bot's client (chat and in-process decisions). ``http`` must be an ``httpx2``
-    client: the SDK refuses a plain ``httpx.AsyncClient``."""
-    return anthropic_client(http, timeout_s=settings.chat_timeout_s, max_retries=MAX_RETRIES)
+    client: the SDK refuses a plain ``httpx.AsyncClient``. Values read from ``.env`` by the
+    settings are passed on, since the SDK itself only sees the process environment."""
+    key = settings.anthropic_api_key
+    return anthropic_client(
+        http,
+        timeout_s=settings.chat_timeout_s,
+        max_retries=MAX_RETRIES,
+        api_key=key.get_secret_value() if key else None,
+        base_url=settings.anthropic_base_url,
+    )
 
 
 class AnthropicChat:
