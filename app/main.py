@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app.admin.endpoints import router as admin_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
 from app.inbound.endpoints import router as inbound_router
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
     app.include_router(inbound_router)
+    app.include_router(admin_router)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
