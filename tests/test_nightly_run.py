@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from app.chat.fake import Delay, Failure, Reply, Text
 from app.config import Settings
@@ -21,6 +21,7 @@ from app.decision.fake import Raw
 from app.decision.logged import LoggedDecider
 from app.decision.vocabulary import Question
 from app.kit.clock import jst_day, utcnow
+from app.kit.locks import xact_lock
 from app.memory import nightly
 from app.memory.diary import DIARY_SYSTEM
 from app.memory.nightly import (
@@ -33,7 +34,7 @@ from app.memory.nightly import (
     resume_nightly_runs,
     start_nightly_run,
 )
-from app.memory.rollback import rollback_run
+from app.memory.rollback import RUN_LOCK, rollback_run
 from app.memory.style import STYLE_SYSTEM
 from app.models.memory import MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
@@ -544,3 +545,39 @@ async def test_a_model_slower_than_the_step_budget_is_a_noted_failure(
     assert any(f"speaker {BOB}" in e for e in errors)
     assert any(e.startswith("diary") for e in errors)
     assert await memories_of(night.env.sessions, ALICE) == {}
+
+
+async def test_a_step_waits_briefly_for_the_run_lock_then_gives_up(
+    night: Night, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = await start_nightly_run(night.env.sessions, night.queue, now=utcnow())
+    assert isinstance(started, Started)
+    sessions = night.env.sessions
+
+    # Held briefly (a dry-run rollback): the step waits, then runs.
+    async with sessions() as holder, holder.begin():
+        await xact_lock(holder, RUN_LOCK, started.run_id)
+        step = asyncio.create_task(nightly_step(night.env.services, started.run_id, "plan"))
+        async with asyncio.timeout(10):
+            while not await waiting_for_advisory_lock(sessions):  # noqa: ASYNC110 (bounded poll)
+                await asyncio.sleep(0.01)
+        assert not step.done()
+    assert await step == "retention"
+
+    # Held for longer than the wait (another worker mid-step): this duplicate gives up.
+    monkeypatch.setattr(nightly, "RUN_LOCK_WAIT_MS", 50)
+    async with sessions() as holder, holder.begin():
+        await xact_lock(holder, RUN_LOCK, started.run_id)
+        assert await nightly_step(night.env.services, started.run_id, "retention") is None
+    assert (await night.load(started.run_id)).summary["progress"]["next"] == "retention"
+
+
+async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
+    async with sessions() as session:
+        waiting = await session.scalar(
+            text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        )
+    return bool(waiting)

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.chat.base import ChatFailed
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import jst_day, previous_day_window, utcnow
-from app.kit.locks import try_xact_lock
+from app.kit.locks import xact_lock
 from app.kit.logs import log_context
 from app.kit.queue import JobQueue
 from app.kit.spend import Spend, spend_scope
@@ -55,6 +56,7 @@ DECAY_BATCH = 5
 # after its commit, or Redis refused the next enqueue): the sweeper re-enqueues the step.
 STALL_AFTER = timedelta(minutes=3)
 MAX_RESUMES = 5
+RUN_LOCK_WAIT_MS = 10_000
 # Jobs are killed at 100 s. A slow model (timeouts × SDK retries) must end as a noted
 # failure of that piece, not as a killed job, so each model-calling piece gets this budget.
 STEP_BUDGET_S = 75.0
@@ -202,11 +204,18 @@ class StepResult:
 
 @asynccontextmanager
 async def _run_lock(sessions: SessionFactory, run_id: int) -> AsyncIterator[bool]:
-    """Hold the run's lock for a whole step (rollback waits on it); False when it is busy.
+    """Hold the run's lock for a whole step (rollback waits on it); False when it stays busy.
 
-    Transaction-scoped on a session of its own, so a killed worker's lock dies with it."""
+    Transaction-scoped on a session of its own, so a killed worker's lock dies with it. A
+    short wait lets a step outlast a dry-run rollback instead of dropping out of the chain."""
     async with sessions() as session, session.begin():
-        yield await try_xact_lock(session, RUN_LOCK, run_id)
+        await session.execute(text(f"SET LOCAL lock_timeout = '{RUN_LOCK_WAIT_MS}ms'"))
+        try:
+            await xact_lock(session, RUN_LOCK, run_id)
+        except DBAPIError:  # lock_timeout: another step (or a rollback) holds the run
+            yield False
+            return
+        yield True
 
 
 async def nightly_step(services: Services, run_id: int, step: str) -> str | None:
