@@ -1,0 +1,224 @@
+"""Fault-suite tools: the real worker as a killable process, posting like the relay, waiting
+on conditions, and counting what happened to every event (sent, acknowledged, processed,
+duplicated, lost)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+
+from app.config import Settings
+from app.db import SessionFactory
+from app.discord.fake import FakeDiscord
+from tests.faults.services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+
+
+async def wait_until(
+    condition: Callable[[], bool | Awaitable[bool]], *, timeout: float, what: str
+) -> None:
+    """Poll ``condition`` until it holds; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+# -- the worker process ---------------------------------------------------------------------
+
+
+def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
+    """The environment `arq app.worker.WorkerSettings` reads: private services and fakes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JINA_"))}
+    token = settings.discord_bot_token
+    env.update(
+        DATABASE_URL=settings.database_url,
+        REDIS_URL=settings.redis_url,
+        GATEWAY_TOKEN=settings.gateway_token.get_secret_value(),
+        DISCORD_API_BASE=settings.discord_api_base,
+        DISCORD_BOT_TOKEN=token.get_secret_value() if token else "",
+        DISCORD_BOT_USER_ID=str(settings.discord_bot_user_id),
+        JEV_URL=settings.jev_url or "",
+        ANTHROPIC_BASE_URL=anthropic_url,
+        ANTHROPIC_API_KEY="test-anthropic-key",
+        CHAT_TIMEOUT_S=str(settings.chat_timeout_s),
+        SANDBOX_BACKEND="none",
+        WORKER_METRICS_PORT=str(free_port()),
+    )
+    return env
+
+
+@dataclass
+class WorkerProcess:
+    """One `arq app.worker.WorkerSettings` process; its output goes to ``log``."""
+
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    started: int = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "arq", "app.worker.WorkerSettings"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started += 1
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook, no finished job, its in-progress keys stay behind."""
+        if self.process is not None and self.alive:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is None or not self.alive:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+# -- posting like the relay -----------------------------------------------------------------
+
+
+async def post(client: httpx.AsyncClient, frame: dict[str, Any]) -> tuple[int, str]:
+    """POST one frame to /webhook: (status, body status or error). A transport error is 0."""
+    try:
+        response = await client.post("/webhook", content=json.dumps(frame), headers=TOKEN)
+    except httpx.HTTPError as exc:
+        return 0, type(exc).__name__
+    try:
+        return response.status_code, str(response.json().get("status", ""))
+    except ValueError:
+        return response.status_code, ""
+
+
+async def post_until_acknowledged(
+    client: httpx.AsyncClient, frame: dict[str, Any], *, timeout: float = 30.0
+) -> int:
+    """The relay's retry: post again until a 200; returns how many attempts it took."""
+    attempts = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        attempts += 1
+        status, _ = await post(client, frame)
+        if status == 200:
+            return attempts
+        if time.monotonic() > deadline:
+            raise AssertionError(f"frame {frame['d']['id']} never acknowledged (last {status})")
+        await asyncio.sleep(0.05)  # the relay's back-off between retries, not a synchronisation
+
+
+# -- counting -------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What a fault test injected and what became of the events it sent."""
+
+    name: str
+    injected: list[str] = field(default_factory=list)
+    sent: int = 0
+    acknowledged: int = 0
+    refused: int = 0  # answered 503 (the relay retries those)
+    processed: int = 0
+    duplicated: int = 0
+    lost: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def report(self) -> str:
+        figures = (
+            f"sent={self.sent} acknowledged={self.acknowledged} refused_503={self.refused} "
+            f"processed={self.processed} duplicated={self.duplicated} lost={self.lost}"
+        )
+        extra = " ".join(f"{k}={v}" for k, v in self.extra.items())
+        line = f"[faults] {self.name}: injected: {'; '.join(self.injected)} | {figures} {extra}"
+        print(line.rstrip())
+        return line
+
+
+async def unhandled_events(sessions: SessionFactory) -> int:
+    async with sessions() as session:
+        count = await session.scalar(text("SELECT count(*) FROM inbox WHERE handled_at IS NULL"))
+    return int(count or 0)
+
+
+async def count_outcomes(
+    tally: Tally,
+    sessions: SessionFactory,
+    discord: FakeDiscord,
+    acknowledged: Iterable[int],
+    addressed: set[int],
+) -> None:
+    """Fill processed/duplicated/lost for the acknowledged message ids.
+
+    Processed: the inbox row is handled, the message is in the channel log, and an addressed
+    message has its reply. Duplicated: every reply or reaction beyond the first per message."""
+    ids = sorted(set(acknowledged))
+    async with sessions() as session:
+        logged = {
+            row[0]
+            for row in await session.execute(
+                text("SELECT id FROM messages WHERE id = ANY(:ids)"), {"ids": ids}
+            )
+        }
+        handled = {
+            int(row[0])
+            for row in await session.execute(
+                text("SELECT id FROM inbox WHERE handled_at IS NOT NULL AND id = ANY(:ids)"),
+                {"ids": [str(i) for i in ids]},
+            )
+        }
+    replies = Counter(
+        int(m["message_reference"]["message_id"])
+        for m in discord.posted
+        if m.get("message_reference")
+    )
+    reactions = Counter(r.message_id for r in discord.reactions)
+    done = [
+        i for i in ids if i in logged and i in handled and (i not in addressed or replies[i] >= 1)
+    ]
+    tally.processed = len(done)
+    tally.lost = len(ids) - len(done)
+    tally.duplicated = sum(max(0, n - 1) for n in replies.values()) + sum(
+        max(0, n - 1) for n in reactions.values()
+    )
+    tally.extra["unasked_replies"] = len([i for i in replies if i not in addressed])
