@@ -453,6 +453,9 @@ async def test_a_run_whose_chain_broke_is_resumed_by_the_sweeper(night: Night) -
 
     later = utcnow() + timedelta(minutes=5)
     assert await resume_nightly_runs(night.env.sessions, night.queue, now=later) == [started.run_id]
+    # The next sweep a minute on does not pile up another copy.
+    a_minute_on = later + timedelta(minutes=1)
+    assert await resume_nightly_runs(night.env.sessions, night.queue, now=a_minute_on) == []
     await night.drain()
 
     run = await night.load(started.run_id)
@@ -581,3 +584,17 @@ async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
             )
         )
     return bool(waiting)
+
+
+async def test_a_run_that_never_progresses_is_given_up_as_failed(night: Night) -> None:
+    started = await start_nightly_run(night.env.sessions, night.queue, now=utcnow())
+    assert isinstance(started, Started)
+
+    much_later = utcnow() + timedelta(hours=3)
+    assert await resume_nightly_runs(night.env.sessions, night.queue, now=much_later) == []
+
+    run = await night.load(started.run_id)
+    assert run.status == "failed" and run.finished_at == much_later
+    assert "stalled: gave up resuming" in run.summary["errors"]
+    await night.drain()  # the lost first job, delivered late, does nothing now
+    assert (await night.load(started.run_id)).status == "failed"

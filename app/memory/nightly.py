@@ -55,7 +55,7 @@ DECAY_BATCH = 5
 # A running run whose last step ended longer ago than this has lost its chain (a job died
 # after its commit, or Redis refused the next enqueue): the sweeper re-enqueues the step.
 STALL_AFTER = timedelta(minutes=3)
-MAX_RESUMES = 5
+GIVE_UP_AFTER = timedelta(hours=2)
 RUN_LOCK_WAIT_MS = 10_000
 # Jobs are killed at 100 s. A slow model (timeouts × SDK retries) must end as a noted
 # failure of that piece, not as a killed job, so each model-calling piece gets this budget.
@@ -526,10 +526,11 @@ async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend)
 async def resume_nightly_runs(
     sessions: SessionFactory, queue: JobQueue, *, now: datetime
 ) -> list[int]:
-    """Re-enqueue the pending step of runs whose chain broke; give up (failed) after a few.
+    """Re-enqueue the pending step of runs whose chain broke; give up (failed) on a run that
+    has made no progress for GIVE_UP_AFTER despite that.
 
-    A cron calls this every minute or two. A resumed step that is in fact still running is
-    harmless: it finds the run lock held, or its step no longer pending."""
+    A cron calls this every minute. A resumed step that is in fact queued or running is
+    harmless: it waits for the run lock, then finds its step no longer pending."""
     resumed: list[tuple[int, str]] = []
     async with unit_of_work(sessions) as session:
         runs = await session.scalars(
@@ -539,20 +540,26 @@ async def resume_nightly_runs(
         )
         for run in runs:
             progress = dict(run.summary.get("progress", {}))
-            beat = datetime.fromisoformat(progress["beat"]) if "beat" in progress else None
-            if (beat or run.started_at) > now - STALL_AFTER or progress.get("next") is None:
+            progressed = _moment(progress.get("beat")) or run.started_at
+            touched = max(progressed, _moment(progress.get("resumed_at")) or progressed)
+            if touched > now - STALL_AFTER or progress.get("next") is None:
                 continue
-            attempts = int(progress.get("resumes", 0)) + 1
             summary = dict(run.summary)
-            summary["progress"] = {**progress, "resumes": attempts, "beat": now.isoformat()}
-            if attempts > MAX_RESUMES:
+            if progressed < now - GIVE_UP_AFTER:
                 summary["errors"] = [*summary.get("errors", []), "stalled: gave up resuming"]
-                run.status, run.finished_at = "failed", now
                 summary.update(await run_changes(session, run.id))
+                run.status, run.finished_at = "failed", now
             else:
+                resumes = int(progress.get("resumes", 0)) + 1
+                progress.update(resumes=resumes, resumed_at=now.isoformat())
+                summary["progress"] = progress
                 resumed.append((run.id, str(progress["next"])))
             run.summary = summary
     for run_id, step in resumed:
         job_id = f"{step_job_id(run_id, step)}:resume{now.timestamp():.0f}"
         await queue.enqueue(JOB_NAME, run_id, step, job_id=job_id)
     return [run_id for run_id, _ in resumed]
+
+
+def _moment(value: object) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
