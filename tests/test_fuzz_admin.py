@@ -1,0 +1,221 @@
+"""Fuzz the admin API from its own OpenAPI document with schemathesis, against the real app.
+
+Properties: no 5xx (ADMIN_SECRET is set and Redis is up, so not even the documented 503),
+every answer conforms to the documented status codes and schemas, a refused request (4xx)
+changes nothing in Postgres, and without the right bearer secret every operation is 401."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from redis.asyncio import Redis
+from schemathesis import Case, GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from sqlalchemy import text
+
+from app.config import Settings
+from app.db import SessionFactory, unit_of_work
+from app.kit.clock import utcnow
+from app.main import create_app
+from app.memory import ledger, repository
+from app.models.nightly import NightlyRun
+from tests.support.servers import serve
+
+SECRET = "test-admin-secret"
+ADMIN_OPERATIONS = {
+    "POST /memory/rollback",
+    "POST /nightly/run",
+    "GET /nightly/runs",
+    "GET /nightly/runs/{run_id}",
+}
+# What an admin request may change, fingerprinted row by row.
+TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins"]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+BEARERS = {
+    "right": f"Bearer {SECRET}",
+    "missing": None,
+    "wrong": "Bearer not-the-secret",
+    "basic": f"Basic {SECRET}",
+    "prefix": f"Bearer {SECRET[:-1]}",
+}
+
+
+@dataclass
+class Harness:
+    url: str
+    sessions: SessionFactory
+    loop: asyncio.AbstractEventLoop
+    http: requests.Session = field(default_factory=requests.Session)
+    tally: Counter[str] = field(default_factory=Counter)
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    async def fingerprint(self) -> dict[str, str | None]:
+        async with self.sessions() as session:
+            return {
+                table: await session.scalar(
+                    text(f"SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) FROM {table} t")
+                )
+                for table in TABLES
+            }
+
+
+async def seed(sessions: SessionFactory) -> None:
+    """A finished past run that added one memory: something a rollback could change."""
+    async with unit_of_work(sessions) as session:
+        run = NightlyRun(
+            day=date(2026, 3, 1),
+            status="finished",
+            diary="静かな一日。",
+            summary={"added": [], "updated": [], "deleted": [], "decayed": [], "errors": []},
+            finished_at=utcnow(),
+        )
+        session.add(run)
+        await session.flush()
+        memory = await repository.insert_memory(session, user_id=11, content="likes tea")
+        await ledger.log_change(
+            session,
+            action="add",
+            memory_id=memory.id,
+            user_id=11,
+            actor="nightly",
+            reason="seed",
+            before=None,
+            after=ledger.snapshot(memory),
+            run_id=run.id,
+        )
+
+
+@pytest.fixture
+async def h(settings: Settings, sessions: SessionFactory, redis: Redis) -> AsyncIterator[Harness]:
+    await seed(sessions)
+    async with serve(create_app(settings)) as url:
+        harness = Harness(url, sessions, asyncio.get_running_loop())
+        yield harness
+        harness.http.close()
+
+
+def admin_schema() -> schemathesis.BaseSchema:
+    document = create_app().openapi()
+    schema = schemathesis.openapi.from_dict(document).include(tag="admin")
+    labels = {op.ok().label for op in schema.get_all_operations()}
+    assert labels == ADMIN_OPERATIONS  # the document still names every admin operation
+    return schema
+
+
+def send(h: Harness, case: Case, bearer: str) -> requests.Response:
+    headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+    if BEARERS[bearer] is not None:
+        headers["Authorization"] = BEARERS[bearer]
+    case.headers = headers
+    response = case.call(base_url=h.url, session=h.http, timeout=30)
+    h.tally[f"{case.operation.label} {bearer} {response.status_code}"] += 1
+    return response
+
+
+def check(h: Harness, case: Case, bearer: str, *, negative: bool) -> None:
+    before = h.run(h.fingerprint())
+    response = send(h, case, bearer)
+    if response.status_code >= 400:
+        assert h.run(h.fingerprint()) == before, f"{response.status_code} changed the database"
+    defect = known_defect(response, bearer)
+    if defect is not None:
+        h.tally[f"known defect: {defect}"] += 1
+        return
+    extra = [negative_data_rejection] if negative and bearer == "right" else []
+    case.validate_response(response, checks=CHECKS + extra)
+    assert response.status_code < 500, (response.status_code, response.text[:300])
+    if bearer != "right":
+        assert response.status_code == 401, (response.status_code, response.text[:300])
+
+
+def known_defect(response: requests.Response, bearer: str) -> str | None:
+    """FastAPI decodes a JSON body before the auth dependency runs (see the xfails below):
+    undecodable JSON is a 422 even without the secret, and bytes that are not UTF-8 are an
+    undocumented 400 "There was an error parsing the body"."""
+    if response.status_code == 400 and response.json() == {"detail": _PARSE_ERROR}:
+        return "400 for a body that is not UTF-8"
+    problems = response.json().get("detail") if response.status_code == 422 else None
+    unauthorized = bearer != "right" and isinstance(problems, list)
+    if unauthorized and any(p.get("type") == "json_invalid" for p in problems or []):
+        return "422 before 401 for unparseable JSON"
+    return None
+
+
+_PARSE_ERROR = "There was an error parsing the body"
+
+
+# Half the requests carry the right secret, so the operations themselves are exercised too.
+bearers = st.sampled_from(["right"] * (len(BEARERS) - 1) + sorted(set(BEARERS) - {"right"}))
+
+
+async def fuzz(h: Harness, mode: GenerationMode, examples: int) -> None:
+    strategy = admin_schema().as_strategy(generation_mode=mode)
+
+    @settings(max_examples=examples, deadline=None)
+    @given(case=strategy, bearer=bearers)
+    def prop(case: Case, bearer: str) -> None:
+        check(h, case, bearer, negative=mode is GenerationMode.NEGATIVE)
+
+    await asyncio.to_thread(prop)
+    print(f"\nadmin answers ({mode.value}):")
+    for label, count in sorted(h.tally.items()):
+        print(f"  {label}: {count}")
+
+
+async def test_schema_valid_requests_conform_and_only_the_secret_opens(h: Harness) -> None:
+    await fuzz(h, GenerationMode.POSITIVE, examples=150)
+    statuses = {label.rsplit(" ", 1)[1] for label in h.tally}
+    assert "401" in statuses and statuses & {"200", "202"}
+
+
+async def test_schema_invalid_requests_are_refused_and_change_nothing(h: Harness) -> None:
+    await fuzz(h, GenerationMode.NEGATIVE, examples=150)
+    assert any(label.endswith(" right 422") for label in h.tally)
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: 422 before 401 for unparseable JSON")
+async def test_unparseable_json_without_the_secret_is_401(h: Harness) -> None:
+    # CONTRACT.md: every admin endpoint answers 401 when the bearer is missing or wrong.
+    response = await asyncio.to_thread(
+        h.http.post,
+        f"{h.url}/memory/rollback",
+        data=b"{",
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 401, response.text[:300]
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: undocumented 400 for a non-UTF-8 body")
+async def test_a_body_that_is_not_utf8_is_a_documented_422(h: Harness) -> None:
+    response = await asyncio.to_thread(
+        h.http.post,
+        f"{h.url}/memory/rollback",
+        data=b"\xff",
+        headers={"Content-Type": "application/json", "Authorization": BEARERS["right"]},
+        timeout=10,
+    )
+    assert response.status_code == 422, response.text[:300]
