@@ -130,6 +130,18 @@ async def test_correction_is_a_signal_and_no_reply(stack: Stack, sessions: Sessi
     assert stack.replies() == [] and stack.discord.reactions == []
 
 
+async def test_correction_of_a_bot_message_known_only_from_the_quote(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    # A bot message from before this deployment: not in our log, but quoted by Discord.
+    bot_message = message_create(content="2 + 2 = 5", author_id=BOT_ID, bot=True)
+    stack.jev.answers[Question.IS_CORRECTION] = lambda body: "2 + 2 = 5" in body["prompt"]
+    await stack.deliver(message_create(content="It's 4.", reply_to=bot_message["d"]))
+    async with sessions() as session:
+        values = (await session.scalars(select(Signal.value))).all()
+    assert values == ["It's 4."]
+
+
 async def test_reaction_signals_only_others_on_bot_messages_and_replay_safe(
     stack: Stack, sessions: SessionFactory
 ) -> None:

@@ -61,6 +61,7 @@ class MessageReference(_Model):
 class ReferencedMessage(_Model):
     id: Snowflake
     author: User | None = None
+    content: str = ""
 
 
 class MessageCreate(_Model):

@@ -96,14 +96,11 @@ async def log_message(
 
 async def detect_correction(services: Services, message: MessageCreate) -> None:
     """A reply to a bot message that Jev calls a correction becomes a signal."""
-    target_id = message.reply_to_id
-    if target_id is None or not message.content.strip():
+    target = await _bot_message_replied_to(services, message)
+    if target is None or not message.content.strip():
         return
-    async with services.sessions() as session:
-        target = await channel_log.get_message(session, target_id)
-    if target is None or target.author_id != services.bot_user_id:
-        return
-    prompt = f"Bot said:\n{target.content}\n\n{message.author_name} replied:\n{message.content}"
+    target_id, said = target
+    prompt = f"Bot said:\n{said}\n\n{message.author_name} replied:\n{message.content}"
     if await services.decider.boolean(Question.IS_CORRECTION, prompt) is not True:
         return
     async with unit_of_work(services.sessions) as session:
@@ -114,6 +111,27 @@ async def detect_correction(services: Services, message: MessageCreate) -> None:
             kind="correction",
             value=message.content,
         )
+
+
+async def _bot_message_replied_to(
+    services: Services, message: MessageCreate
+) -> tuple[int, str] | None:
+    """The bot message this one replies to (id, text): from our log, else from the event."""
+    target_id = message.reply_to_id
+    if target_id is None:
+        return None
+    async with services.sessions() as session:
+        logged = await channel_log.get_message(session, target_id)
+    if logged is not None:
+        return (target_id, logged.content) if logged.author_id == services.bot_user_id else None
+    quoted = message.referenced_message
+    if (
+        quoted is not None
+        and quoted.author is not None
+        and quoted.author.id == services.bot_user_id
+    ):
+        return target_id, quoted.content
+    return None
 
 
 # 6. Addressed? --------------------------------------------------------------------------
