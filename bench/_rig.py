@@ -1,0 +1,110 @@
+"""Shared rig for the latency benchmarks: a fresh migrated database, fakes on local ports,
+and percentile summaries."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import uvicorn
+
+PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
+
+
+def asyncpg_dsn(db: str) -> str:
+    return f"postgresql://{PG}/{db}"
+
+
+def database_url(db: str) -> str:
+    return f"postgresql+asyncpg://{PG}/{db}"
+
+
+async def fresh_database(db: str) -> str:
+    """Drop and recreate ``db``, migrate it to head with alembic; return its DATABASE_URL."""
+    conn = await asyncpg.connect(asyncpg_dsn("postgres"))
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{db}"')
+    finally:
+        await conn.close()
+    url = database_url(db)
+    await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "alembic", "upgrade", "head"],
+        check=True,
+        env={**os.environ, "DATABASE_URL": url},
+        capture_output=True,
+    )
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def serve(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app (a fake) on 127.0.0.1 inside this event loop; yield its base URL."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=free_port(),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("fake server exited before starting")
+        await asyncio.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Latencies in seconds, reported in milliseconds."""
+
+    samples: Sequence[float]
+
+    def q(self, fraction: float) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples) * 1000
+
+    @property
+    def p50(self) -> float:
+        return self.q(0.5)
+
+    @property
+    def p95(self) -> float:
+        return self.q(0.95)
+
+    def line(self, name: str, width: int = 34) -> str:
+        return (
+            f"{name:<{width}} n={len(self.samples):<5} mean {self.mean:8.2f} ms"
+            f"   p50 {self.p50:8.2f} ms   p95 {self.p95:8.2f} ms"
+        )

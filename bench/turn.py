@@ -1,0 +1,407 @@
+"""Benchmark one turn end to end: POST /webhook until the fake Discord receives the reply.
+
+    python -m bench.turn [--turns 30] [--warmup 3] [--concurrency 1] [--poll-delay S]
+
+The real API (uvicorn app.main:app) and the real worker (app.worker.WorkerSettings, long
+running, as deployed) run as their own processes against a fresh database; the decision
+service answers in 50 ms, the model in 300 ms, Discord at once (local fakes in this process).
+A task agent is configured (fake Jina), so the turn asks is_task as the seed allows, and the
+critical path is the emoji questions in parallel + is_task + the reply = 400 ms. Each turn
+speaks in its own channel with 20 earlier messages and a speaker with ten memories; the memory
+job after the reply is awaited before the next turn, outside the measured time. Prints the
+latency, where it goes, and last the ratio of the mean to the critical path."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import itertools
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import httpx
+from arq.worker import Worker
+from redis.asyncio import Redis
+
+from app.agent.fake_jina import FakeJina
+from app.chat.fake import Delay, FakeAnthropic, Text
+from app.decision.fake import FakeJev
+from app.decision.vocabulary import Question
+from app.decision.wire import request_body
+from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
+from app.worker import WorkerSettings
+from bench._rig import Summary, asyncpg_dsn, free_port, fresh_database, serve
+from bench._taps import Hit, Tap
+
+DB = "bot_bench_turn"
+REDIS_URL = os.environ.get("BENCH_TURN_REDIS_URL", "redis://127.0.0.1:6379/11")
+TOKEN = "bench-gateway-token"
+BOT_ID = 1000
+GUILD_ID = 500
+DECISION_S = 0.050
+CHAT_S = 0.300
+HISTORY = 20  # earlier messages in each channel: the context read returns a full window
+MEMORIES = 10  # memories of each speaker: recall reads a full ten
+
+
+@dataclass
+class Turn:
+    index: int
+    channel_id: int
+    speaker_id: int
+    message_id: int
+
+    @property
+    def marker(self) -> str:
+        return f"[bench-turn-{self.index:05d}]"
+
+    def frame(self) -> bytes:
+        return json.dumps(
+            {
+                "op": 0,
+                "t": "MESSAGE_CREATE",
+                "s": 1,
+                "d": {
+                    "id": str(self.message_id),
+                    "channel_id": str(self.channel_id),
+                    "guild_id": str(GUILD_ID),
+                    "author": {"id": str(self.speaker_id), "username": f"user{self.index}"},
+                    "member": {"nick": None, "roles": []},
+                    "content": f"<@{BOT_ID}> {self.marker} what should I cook tonight?",
+                    "timestamp": datetime.now(UTC).isoformat(),
+                    "mentions": [],
+                },
+            }
+        ).encode()
+
+
+@dataclass
+class Timing:
+    """Arrival times (time.monotonic) at each point of one turn, as the fakes saw them."""
+
+    posted: float
+    acked: float
+    emoji: float  # the first emoji question reached the decision service
+    is_task: float | None
+    chat: float  # the reply request reached the model
+    reply: float  # the reply POST reached Discord
+    asked: tuple[str, ...]  # the questions asked before the reply
+
+    @property
+    def total(self) -> float:
+        return self.reply - self.posted
+
+    @property
+    def critical(self) -> float:
+        emoji = DECISION_S if {"emoji_enough", "emoji_choice"} & set(self.asked) else 0.0
+        task = DECISION_S if "is_task" in self.asked else 0.0
+        return emoji + task + CHAT_S
+
+
+@dataclass
+class Fakes:
+    jev: Tap
+    model: Tap
+    discord: Tap
+
+
+def make_turns(count: int) -> list[Turn]:
+    stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+    # Ids the fake Discord never issues (it counts up from the stamp) and never repeat.
+    ids = itertools.count(stamp + (1 << 21))
+    return [Turn(i, 700_000 + i, 30_000 + i, next(ids)) for i in range(count)]
+
+
+async def seed(turns: list[Turn]) -> None:
+    """Each turn's channel gets earlier talk (speaker, a friend, the bot); its speaker has
+    ten memories, so the context read and recall return full windows."""
+    conn = await asyncpg.connect(asyncpg_dsn(DB))
+    try:
+        channels = [t.channel_id for t in turns]
+        speakers = [t.speaker_id for t in turns]
+        await conn.execute(
+            """
+            INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, is_bot,
+                                  content, created_at)
+            SELECT c.channel * 100 + k, c.channel, $3,
+                   CASE k % 3 WHEN 0 THEN $4 WHEN 1 THEN c.speaker ELSE 40000 END,
+                   CASE k % 3 WHEN 0 THEN 'companion' WHEN 1 THEN 'speaker' ELSE 'friend' END,
+                   k % 3 = 0, 'earlier message number ' || k || ' about dinner plans',
+                   now() - make_interval(mins => 60 - k)
+            FROM unnest($1::bigint[], $2::bigint[]) AS c(channel, speaker),
+                 generate_series(1, $5::int) AS k
+            """,
+            channels,
+            speakers,
+            GUILD_ID,
+            BOT_ID,
+            HISTORY,
+        )
+        await conn.execute(
+            """
+            INSERT INTO memories (user_id, content, created_at, updated_at)
+            SELECT u, 'remembered fact number ' || n || ' about this person',
+                   now() - make_interval(days => n), now() - make_interval(days => n)
+            FROM unnest($1::bigint[]) AS u, generate_series(1, $2::int) AS n
+            """,
+            speakers,
+            MEMORIES,
+        )
+    finally:
+        await conn.close()
+
+
+def arq_default_poll_delay() -> float:
+    default = inspect.signature(Worker.__init__).parameters["poll_delay"].default
+    return float(default)
+
+
+def effective_poll_delay(override: float | None) -> float:
+    if override is not None:
+        return override
+    configured = getattr(WorkerSettings, "poll_delay", None)
+    return float(configured) if configured is not None else arq_default_poll_delay()
+
+
+def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=out)
+
+
+async def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(400):
+            if process.poll() is not None:
+                raise RuntimeError("the API exited during start-up")
+            try:
+                if (await client.get(url + "/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError("the API did not start")
+
+
+async def run_turn(client: httpx.AsyncClient, fakes: Fakes, turn: Turn) -> Timing:
+    marker = turn.marker
+    reply_path = f"/channels/{turn.channel_id}/messages"
+    posted = time.monotonic()
+    response = await client.post("/webhook", content=turn.frame())
+    acked = time.monotonic()
+    if response.status_code != 200 or response.json().get("status") != "ok":
+        raise RuntimeError(f"webhook answered {response.status_code}: {response.text}")
+    reply = await fakes.discord.wait_for(lambda h: h.method == "POST" and h.path == reply_path)
+    # The memory job follows the reply: wait for its first question so it has left the
+    # worker's path before the next turn starts (this wait is not measured).
+    await fakes.jev.wait_for(lambda h: h.mentions(marker) and _question(h) == "worth_keeping")
+    mine = [h for h in fakes.jev.hits if h.mentions(marker) and h.arrived < reply.arrived]
+    asked = tuple(sorted({_question(h) for h in mine}))
+    emoji = min(h.arrived for h in mine if _question(h) in ("emoji_enough", "emoji_choice"))
+    task = [h.arrived for h in mine if _question(h) == "is_task"]
+    chat = next(h for h in fakes.model.hits if h.mentions(marker))
+    return Timing(
+        posted=posted,
+        acked=acked,
+        emoji=emoji,
+        is_task=task[0] if task else None,
+        chat=chat.arrived,
+        reply=reply.arrived,
+        asked=asked,
+    )
+
+
+def _question(hit: Hit) -> str:
+    body = hit.json()
+    return str(body.get("question")) if isinstance(body, dict) else ""
+
+
+async def run_lane(
+    client: httpx.AsyncClient, fakes: Fakes, turns: list[Turn], out: list[Timing], pause: float
+) -> None:
+    jitter = random.Random(turns[0].index if turns else 0)
+    for turn in turns:
+        # People do not write in step with the worker's polling: a random pause (not
+        # measured) spreads arrivals over the poll cycle as real traffic would.
+        await asyncio.sleep(jitter.uniform(0, pause))
+        async with asyncio.timeout(60):
+            out.append(await run_turn(client, fakes, turn))
+
+
+async def run_all(
+    api: str, fakes: Fakes, turns: list[Turn], concurrency: int, pause: float
+) -> tuple[list[Timing], float]:
+    out: list[Timing] = []
+    lanes = [turns[i::concurrency] for i in range(concurrency)]
+    started = time.monotonic()
+    async with httpx.AsyncClient(base_url=api, headers={"x-discord-gateway-token": TOKEN}) as c:
+        await asyncio.gather(*(run_lane(c, fakes, lane, out, pause) for lane in lanes))
+    return out, time.monotonic() - started
+
+
+async def fake_floor(jev_url: str, model_url: str, rounds: int = 10) -> tuple[float, float]:
+    """Median round trip of one bare call to each fake from here: its fixed latency plus
+    HTTP and framework overhead, which the turn pays too and which is not ours."""
+    decide = request_body(Question.IS_TASK, "floor", None)
+    message = {
+        "model": "fake",
+        "max_tokens": 16,
+        "messages": [{"role": "user", "content": "floor"}],
+    }
+    decisions, chats = [], []
+    async with httpx.AsyncClient() as client:
+        for _ in range(rounds):
+            started = time.monotonic()
+            (await client.post(jev_url + "/v1/decide", json=decide)).raise_for_status()
+            decisions.append(time.monotonic() - started)
+            started = time.monotonic()
+            (await client.post(model_url + "/v1/messages", json=message)).raise_for_status()
+            chats.append(time.monotonic() - started)
+    return statistics.median(decisions), statistics.median(chats)
+
+
+def report(
+    timings: list[Timing], seconds: float, args: argparse.Namespace, floor: tuple[float, float]
+) -> None:
+    poll = effective_poll_delay(args.poll_delay)
+    source = "override" if args.poll_delay is not None else "as deployed"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"turns={len(timings)} warmup={args.warmup} concurrency={args.concurrency} "
+        f"cores={os.cpu_count()} load average {load} "
+        f"worker poll_delay={poll * 1000:.0f} ms ({source}) wall={seconds:.1f} s"
+    )
+    print(
+        f"fixed latencies: decision {DECISION_S * 1000:.0f} ms, chat {CHAT_S * 1000:.0f} ms, "
+        f"Discord immediate; one bare call to the fake takes {floor[0] * 1000:.1f} ms "
+        f"(decision) and {floor[1] * 1000:.1f} ms (chat) from here"
+    )
+    asked = sorted({q for t in timings for q in t.asked})
+    critical = max(t.critical for t in timings)
+    print(
+        f"asked before the reply: {', '.join(asked)} -> critical path "
+        f"{'50 (emoji pair, parallel) + ' if 'emoji_choice' in asked else ''}"
+        f"{'50 (is_task) + ' if 'is_task' in asked else ''}300 (reply) = "
+        f"{critical * 1000:.0f} ms"
+    )
+    print(Summary([t.total for t in timings]).line("webhook -> reply"))
+    print("where the time goes (mean of each segment, and what the fakes account for):")
+    segments: list[tuple[str, list[float], float]] = [
+        ("POST -> 200 (inbox commit)", [t.acked - t.posted for t in timings], 0.0),
+        (
+            "200 -> first question (queue, claim, log, context)",
+            [t.emoji - t.acked for t in timings],
+            0.0,
+        ),
+        (
+            "emoji questions -> next call (react step)",
+            [(t.is_task or t.chat) - t.emoji for t in timings],
+            DECISION_S,
+        ),
+    ]
+    if all(t.is_task is not None for t in timings):
+        segments.append(
+            (
+                "is_task -> model request (recall, prompt)",
+                [t.chat - (t.is_task or t.chat) for t in timings],
+                DECISION_S,
+            )
+        )
+    segments.append(("model request -> reply POST", [t.reply - t.chat for t in timings], CHAT_S))
+    for name, values, allowed in segments:
+        summary = Summary(values)
+        print(
+            f"  {name:<52} mean {summary.mean:7.1f} ms  p95 {summary.p95:7.1f} ms"
+            f"  (fakes {allowed * 1000:3.0f} ms, ours {summary.mean - allowed * 1000:6.1f} ms)"
+        )
+    summary = Summary([t.total for t in timings])
+    print(f"p50/critical ratio: {summary.p50 / (critical * 1000):.3f}")
+    print(f"p95/critical ratio: {summary.p95 / (critical * 1000):.3f}")
+    print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=1, help="channels in flight")
+    parser.add_argument(
+        "--poll-delay", type=float, default=None, help="override ARQ's poll delay (diagnosis)"
+    )
+    args = parser.parse_args()
+
+    database_url = await fresh_database(DB)
+    redis = Redis.from_url(REDIS_URL)
+    await redis.flushdb()
+    await redis.aclose()
+    turns = make_turns(args.warmup + args.turns)
+    warmup, measured = turns[: args.warmup], turns[args.warmup :]
+    await seed(turns)
+
+    jev = FakeJev(latency=DECISION_S)
+    jev.answers[Question.WORTH_KEEPING] = 0.0  # the memory job stops after its first question
+    model = FakeAnthropic(responder=lambda body: Delay(CHAT_S, Text("Pasta, obviously!")))
+    discord = FakeDiscord(bot_user_id=BOT_ID)
+    jina = FakeJina()
+    fakes = Fakes(Tap(jev.app), Tap(model.app), Tap(discord.app))
+    logs = Path(tempfile.mkdtemp(prefix="bench-turn-"))
+    async with (
+        serve(fakes.jev) as jev_url,
+        serve(fakes.model) as model_url,
+        serve(fakes.discord) as discord_url,
+        serve(jina.app) as jina_url,
+    ):
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": REDIS_URL,
+            "GATEWAY_TOKEN": TOKEN,
+            "DISCORD_BOT_TOKEN": discord.token,
+            "DISCORD_API_BASE": discord_url,
+            "DISCORD_BOT_USER_ID": str(BOT_ID),
+            "JEV_URL": jev_url,
+            "ANTHROPIC_BASE_URL": model_url,
+            "ANTHROPIC_API_KEY": "bench-anthropic-key",
+            "JINA_API_KEY": jina.api_key,
+            "JINA_SEARCH_URL": jina_url + "/search",
+            "JINA_READER_URL": jina_url + "/reader",
+            "WORKER_METRICS_PORT": str(free_port()),
+        }
+        port = free_port()
+        worker_args = ["-m", "bench._worker"]
+        if args.poll_delay is not None:
+            worker_args.append(str(args.poll_delay))
+        api_cmd = ["-m", "uvicorn", "app.main:app", "--port", str(port), "--no-access-log"]
+        api = start_process([*api_cmd, "--log-level", "warning"], env, logs / "api.log")
+        worker = start_process(worker_args, env, logs / "worker.log")
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_healthy(url, api)
+            floor = await fake_floor(jev_url, model_url)
+            await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
+            pause = effective_poll_delay(args.poll_delay)
+            timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause)
+        except Exception:
+            print(f"failed; process logs in {logs}", file=sys.stderr)
+            raise
+        finally:
+            for process in (worker, api):
+                process.terminate()
+            for process in (worker, api):
+                process.wait(timeout=15)
+    timings.sort(key=lambda t: t.posted)
+    report(timings, seconds, args, floor)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
