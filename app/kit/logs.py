@@ -25,6 +25,21 @@ def log_context(**fields: Any) -> Iterator[None]:
         _context.reset(token)
 
 
+_base_factory = logging.getLogRecordFactory()
+
+
+def _record_with_context(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    # The context is copied when the record is made, so it survives queues and handlers
+    # that format later (and test capture).
+    record = _base_factory(*args, **kwargs)
+    for key, value in _context.get().items():
+        record.__dict__.setdefault(key, value)
+    return record
+
+
+logging.setLogRecordFactory(_record_with_context)
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         event: dict[str, Any] = {
@@ -32,7 +47,6 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": record.getMessage(),
-            **_context.get(),
         }
         event.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
         if record.exc_info:

@@ -35,7 +35,10 @@ async def handle_event(services: Services, event_id: str) -> None:
     if event is None:
         return
     channel_id = getattr(event.data, "channel_id", None)
-    with log_context(event_id=event_id, event_type=event.type.value, channel_id=channel_id):
+    turn_id = event_id if isinstance(event.data, MessageCreate) else None
+    with log_context(
+        event_id=event_id, event_type=event.type.value, channel_id=channel_id, turn_id=turn_id
+    ):
         await _route(services, event, event_id)
         async with unit_of_work(services.sessions) as session:
             await session.execute(
