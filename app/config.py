@@ -16,6 +16,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.kit.env import describe
+
 DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEFAULT_JEV_MODEL = "claude-haiku-5-5"
 DEFAULT_REACTION_EMOJIS = ("👍", "❤️", "😂", "😮", "🙏", "🎉", "👀")
@@ -145,12 +147,7 @@ def load_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            name = str(error["loc"][0]).upper() if error["loc"] else "?"
-            reason = "is required" if error["type"] == "missing" else error["msg"]
-            problems.append(f"{name} {reason}")
-        raise SettingsError("invalid configuration: " + "; ".join(problems)) from None
+        raise SettingsError(describe(exc)) from None
 
 
 @lru_cache(maxsize=1)

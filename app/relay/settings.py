@@ -12,6 +12,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.kit.env import describe
+
 
 class RelaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
@@ -50,9 +52,4 @@ def load_relay_settings() -> RelaySettings:
     try:
         return RelaySettings()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            name = str(error["loc"][0]).upper() if error["loc"] else "?"
-            reason = "is required" if error["type"] == "missing" else error["msg"]
-            problems.append(f"{name} {reason}")
-        raise RelaySettingsError("invalid configuration: " + "; ".join(problems)) from None
+        raise RelaySettingsError(describe(exc)) from None
