@@ -64,6 +64,7 @@ BEARERS = {
 @dataclass
 class Harness:
     url: str
+    settings: Settings
     sessions: SessionFactory
     loop: asyncio.AbstractEventLoop
     http: requests.Session = field(default_factory=requests.Session)
@@ -112,13 +113,13 @@ async def seed(sessions: SessionFactory) -> None:
 async def h(settings: Settings, sessions: SessionFactory, redis: Redis) -> AsyncIterator[Harness]:
     await seed(sessions)
     async with serve(create_app(settings)) as url:
-        harness = Harness(url, sessions, asyncio.get_running_loop())
+        harness = Harness(url, settings, sessions, asyncio.get_running_loop())
         yield harness
         harness.http.close()
 
 
-def admin_schema() -> schemathesis.BaseSchema:
-    document = create_app().openapi()
+def admin_schema(settings: Settings) -> schemathesis.BaseSchema:
+    document = create_app(settings).openapi()
     schema = schemathesis.openapi.from_dict(document).include(tag="admin")
     labels = {op.ok().label for op in schema.get_all_operations()}
     assert labels == ADMIN_OPERATIONS  # the document still names every admin operation
@@ -172,7 +173,7 @@ bearers = st.sampled_from(["right"] * (len(BEARERS) - 1) + sorted(set(BEARERS) -
 
 
 async def fuzz(h: Harness, mode: GenerationMode, examples: int) -> None:
-    strategy = admin_schema().as_strategy(generation_mode=mode)
+    strategy = admin_schema(h.settings).as_strategy(generation_mode=mode)
 
     @settings(max_examples=examples, deadline=None)
     @given(case=strategy, bearer=bearers)
