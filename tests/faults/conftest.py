@@ -62,11 +62,11 @@ def fault_settings(private: Private) -> Settings:
     return Settings(
         database_url=private.database_url,
         redis_url=private.redis.url,
-        gateway_token="test-gateway-token",  # type: ignore[arg-type]
-        admin_secret="test-admin-secret",  # type: ignore[arg-type]
-        discord_bot_token="test-bot-token",  # type: ignore[arg-type]
+        gateway_token="test-gateway-token",
+        admin_secret="test-admin-secret",
+        discord_bot_token="test-bot-token",
         discord_bot_user_id=1000,
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
     )
 
 

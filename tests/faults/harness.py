@@ -23,6 +23,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import SessionFactory
 from app.discord.fake import FakeDiscord
+from app.kit.arqueue import ArqQueue
 from tests.faults.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +31,10 @@ TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
 
 
 async def wait_until(
-    condition: Callable[[], bool | Awaitable[bool]], *, timeout: float, what: str
+    condition: Callable[[], bool | Awaitable[bool]], *, within: float, what: str
 ) -> None:
-    """Poll ``condition`` until it holds; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    """Poll ``condition`` until it holds; fail with ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
     while True:
         result = condition()
         if isinstance(result, Awaitable):
@@ -41,7 +42,7 @@ async def wait_until(
         if result:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
         await asyncio.sleep(0.02)
 
 
@@ -109,6 +110,14 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.kill()
 
+    async def polling(self, queue: ArqQueue) -> None:
+        """Wait until the worker has started polling (ARQ writes its health-check key then)."""
+        await wait_until(
+            lambda: queue.redis.exists("arq:queue:health-check"),
+            within=60,
+            what="the worker to start polling",
+        )
+
     def tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -132,11 +141,11 @@ async def post(client: httpx.AsyncClient, frame: dict[str, Any]) -> tuple[int, s
 
 
 async def post_until_acknowledged(
-    client: httpx.AsyncClient, frame: dict[str, Any], *, timeout: float = 30.0
+    client: httpx.AsyncClient, frame: dict[str, Any], *, within: float = 30.0
 ) -> int:
     """The relay's retry: post again until a 200; returns how many attempts it took."""
     attempts = 0
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         attempts += 1
         status, _ = await post(client, frame)
@@ -179,6 +188,14 @@ async def unhandled_events(sessions: SessionFactory) -> int:
     async with sessions() as session:
         count = await session.scalar(text("SELECT count(*) FROM inbox WHERE handled_at IS NULL"))
     return int(count or 0)
+
+
+async def handled_count(sessions: SessionFactory, *, at_least: int) -> bool:
+    async with sessions() as session:
+        count = await session.scalar(
+            text("SELECT count(*) FROM inbox WHERE handled_at IS NOT NULL")
+        )
+    return int(count or 0) >= at_least
 
 
 async def count_outcomes(

@@ -66,7 +66,9 @@ class PrivatePostgres:
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=on "
             "-c max_connections=200"
         )
-        self._ctl("-o", options, "-l", str(self.log), "-w", "-t", str(int(START_TIMEOUT_S)), "start")
+        self._ctl(
+            "-o", options, "-l", str(self.log), "-w", "-t", str(int(START_TIMEOUT_S)), "start"
+        )
 
     def running(self) -> bool:
         argv = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "status"]

@@ -68,9 +68,10 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
                     tally.sent += 1
                     tally.acknowledged += status == 200
             await wait_until(
-                lambda: len(stack.discord.reactions) == TURNS
-                and len(stack.model.requests) == TURNS,
-                timeout=30,
+                lambda: (
+                    len(stack.discord.reactions) == TURNS and len(stack.model.requests) == TURNS
+                ),
+                within=60,
                 what="every turn to have reacted and to be waiting on the model",
             )
             assert stack.discord.posted == [], "a reply was posted before the kill"
@@ -80,7 +81,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
 
             # ARQ re-runs a dead worker's job once its in-progress key lapses (job timeout
             # 100 s + 10 s). We let it lapse now by deleting the stale keys ARQ would expire.
-            stale = await redis.keys("arq:in-progress:*")
+            stale = await redis.keys("arq:in-progress:event:*")
             assert len(stale) == TURNS, stale
             await redis.delete(*stale)
             tally.injected.append(f"{len(stale)} stale in-progress keys lapsed (deleted)")
@@ -92,7 +93,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
                 queued = await redis.zcard("arq:queue")
                 return queued == 0 and await unhandled_events(fault_sessions) == 0
 
-            await wait_until(settled, timeout=60, what="the restarted worker to finish")
+            await wait_until(settled, within=60, what="the restarted worker to finish")
         except BaseException:
             print(first.tail())
             raise
