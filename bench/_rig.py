@@ -103,8 +103,9 @@ class Summary:
     def p95(self) -> float:
         return self.q(0.95)
 
-    def line(self, name: str, width: int = 34) -> str:
+    def line(self, name: str, width: int = 34, *, micro: bool = False) -> str:
+        scale, unit = (1000.0, "µs") if micro else (1.0, "ms")
         return (
-            f"{name:<{width}} n={len(self.samples):<5} mean {self.mean:8.2f} ms"
-            f"   p50 {self.p50:8.2f} ms   p95 {self.p95:8.2f} ms"
+            f"{name:<{width}} n={len(self.samples):<5} mean {self.mean * scale:8.2f} {unit}"
+            f"   p50 {self.p50 * scale:8.2f} {unit}   p95 {self.p95 * scale:8.2f} {unit}"
         )
