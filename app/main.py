@@ -7,10 +7,13 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.admin.auth import AdminGate
 from app.admin.endpoints import router as admin_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
@@ -46,10 +49,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
     app.include_router(inbound_router)
     app.include_router(admin_router)
+    app.add_middleware(AdminGate)
+    app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     return app
+
+
+async def _unreadable_body_is_422(request: Request, exc: Exception) -> Response:
+    """FastAPI answers 400 for a body it cannot even decode (e.g. not UTF-8); every other
+    bad body is a documented 422, so this one is too."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+        problem = {"type": "json_invalid", "loc": ["body"], "msg": "body is not UTF-8 JSON"}
+        return JSONResponse({"detail": [problem]}, status_code=422)
+    return await http_exception_handler(request, exc)
 
 
 async def healthz() -> dict[str, str]:

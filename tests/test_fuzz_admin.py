@@ -141,10 +141,6 @@ def check(h: Harness, case: Case, bearer: str, *, negative: bool) -> None:
     response = send(h, case, bearer)
     if response.status_code >= 400:
         assert h.run(h.fingerprint()) == before, f"{response.status_code} changed the database"
-    defect = known_defect(response, bearer) or known_crash(case, bearer)
-    if defect is not None:
-        h.tally[f"known defect: {defect}"] += 1
-        return
     extra = [negative_data_rejection] if negative and bearer == "right" else []
     case.validate_response(response, checks=CHECKS + extra)
     assert response.status_code < 500, (response.status_code, response.text[:300])
@@ -152,31 +148,7 @@ def check(h: Harness, case: Case, bearer: str, *, negative: bool) -> None:
         assert response.status_code == 401, (response.status_code, response.text[:300])
 
 
-def known_defect(response: requests.Response, bearer: str) -> str | None:
-    """FastAPI decodes a JSON body before the auth dependency runs (see the xfails below):
-    undecodable JSON is a 422 even without the secret, and bytes that are not UTF-8 are an
-    undocumented 400 "There was an error parsing the body"."""
-    if response.status_code == 400 and response.json() == {"detail": _PARSE_ERROR}:
-        return "400 for a body that is not UTF-8"
-    problems = response.json().get("detail") if response.status_code == 422 else None
-    unauthorized = bearer != "right" and isinstance(problems, list)
-    if unauthorized and any(p.get("type") == "json_invalid" for p in problems or []):
-        return "422 before 401 for unparseable JSON"
-    return None
-
-
-_PARSE_ERROR = "There was an error parsing the body"
 BIGINT_MAX = 2**63 - 1
-
-
-def known_crash(case: Case, bearer: str) -> str | None:
-    """RollbackRequest.run_id has no upper bound: a runId past bigint reaches Postgres (500)."""
-    body = case.body if isinstance(case.body, dict) else {}
-    run_id = body.get("runId")
-    too_big = isinstance(run_id, int) and not isinstance(run_id, bool) and run_id > BIGINT_MAX
-    if bearer == "right" and case.operation.label == "POST /memory/rollback" and too_big:
-        return "500 for a runId past bigint"
-    return None
 
 
 # Half the requests carry the right secret, so the operations themselves are exercised too.
@@ -208,7 +180,6 @@ async def test_schema_invalid_requests_are_refused_and_change_nothing(h: Harness
     assert any(label.endswith(" right 422") for label in h.tally)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: 422 before 401 for unparseable JSON")
 async def test_unparseable_json_without_the_secret_is_401(h: Harness) -> None:
     # CONTRACT.md: every admin endpoint answers 401 when the bearer is missing or wrong.
     response = await asyncio.to_thread(
@@ -221,7 +192,6 @@ async def test_unparseable_json_without_the_secret_is_401(h: Harness) -> None:
     assert response.status_code == 401, response.text[:300]
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: undocumented 400 for a non-UTF-8 body")
 async def test_a_body_that_is_not_utf8_is_a_documented_422(h: Harness) -> None:
     response = await asyncio.to_thread(
         h.http.post,
@@ -233,7 +203,6 @@ async def test_a_body_that_is_not_utf8_is_a_documented_422(h: Harness) -> None:
     assert response.status_code == 422, response.text[:300]
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: 500 for a runId past bigint")
 @pytest.mark.parametrize("dry_run", [False, True])
 async def test_a_run_id_past_bigint_is_a_documented_4xx(h: Harness, dry_run: bool) -> None:
     before = await h.fingerprint()

@@ -34,40 +34,6 @@ ANSWERS = {200, 401, 413, 422}
 FUZZ = settings(max_examples=150, deadline=None)
 
 # ---------------------------------------------------------------------------------------------
-# Known defects found by this suite (each has a strict xfail regression test at the bottom).
-# The generators skip exactly these inputs so the properties keep guarding everything else;
-# when a defect is fixed its xfail turns into XPASS and the matching skip must be deleted.
-# ---------------------------------------------------------------------------------------------
-
-
-def _has_surrogate(value: object) -> bool:
-    return isinstance(value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in value)
-
-
-def known_defect(body: bytes) -> str | None:
-    """Which known 500 this body triggers, or None."""
-    try:
-        frame = json.loads(body)
-    except RecursionError:
-        return "nesting deeper than Python's recursion limit"
-    except json.JSONDecodeError:
-        return None
-    except UnicodeDecodeError:
-        return None
-    except ValueError:
-        return "integer literal over 4300 digits"
-    try:
-        body.decode()
-    except UnicodeDecodeError:
-        return "JSON that is not UTF-8 (UTF-16/32)"
-    if isinstance(frame, dict) and frame.get("t") == "MESSAGE_UPDATE":
-        d = frame.get("d")
-        if isinstance(d, dict) and _has_surrogate(d.get("content")):
-            return "MESSAGE_UPDATE content with a lone surrogate"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
 # Generators: valid frames of every handled type, then mutations of them.
 # ---------------------------------------------------------------------------------------------
 
@@ -402,7 +368,6 @@ async def test_mutated_frames_never_5xx_and_refusals_record_nothing(h: Harness) 
     @given(frame=mutated_frames())
     def prop(frame: dict[str, Any]) -> None:
         body = encode(frame)
-        assume(known_defect(body) is None)
         h.run(post_and_check(h, body))
 
     await fuzz(h, prop)
@@ -436,7 +401,6 @@ async def test_unstorable_extras_are_422_and_record_nothing(h: Harness) -> None:
     @given(frame=frames_with_unstorable_extras())
     def prop(frame: dict[str, Any]) -> None:
         body = encode(frame)
-        assume(known_defect(body) is None)
 
         async def go() -> None:
             before = await h.inbox_count()
@@ -453,7 +417,6 @@ async def test_broken_bytes_never_5xx_and_record_nothing_unless_ok(h: Harness) -
     @FUZZ
     @given(body=raw_bodies())
     def prop(body: bytes) -> None:
-        assume(known_defect(body) is None)
         h.run(post_and_check(h, body))
 
     await fuzz(h, prop)
@@ -553,7 +516,6 @@ async def test_concurrent_mixed_frames_record_exactly_the_oks(h: Harness) -> Non
     @given(frames=st.lists(labelled_frames, min_size=2, max_size=12))
     def prop(frames: list[tuple[dict[str, Any], bool]]) -> None:
         bodies = [encode(frame) for frame, _ in frames]
-        assume(all(known_defect(body) is None for body in bodies))
 
         async def go() -> None:
             before = await h.inbox_count()
@@ -595,10 +557,8 @@ DEFECTS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: /webhook answers 500 (see report)")
 @pytest.mark.parametrize("name", sorted(DEFECTS))
-async def test_known_defect_is_refused_with_422(h: Harness, name: str) -> None:
+async def test_inputs_that_once_answered_500_are_refused_with_422(h: Harness, name: str) -> None:
     body = DEFECTS[name]
-    assert known_defect(body) == name
     await post_and_check(h, body)
     assert sum(n for label, n in h.tally.items() if label.startswith("422")) == 1

@@ -20,7 +20,9 @@ class RollbackRequest(CamelModel):
         alias_generator=to_camel, populate_by_name=True, strict=True, extra="forbid"
     )
 
-    run_id: int | None = Field(default=None, ge=1, description="the run to undo; latest if absent")
+    run_id: int | None = Field(
+        default=None, ge=1, le=2**63 - 1, description="the run to undo; latest if absent"
+    )
     dry_run: bool = Field(default=False, description="report the plan without changing anything")
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 
-from app.inbound.frames import FrameError, Ignored, parse_frame
+from app.inbound.frames import FrameError, Ignored, decode_body, parse_frame
 from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Incoming
 
 MAX_BODY = 1024 * 1024
@@ -65,7 +65,8 @@ async def webhook(request: Request) -> JSONResponse:
     if body is None:
         return _answer(413, {"error": "body over 1 MiB"})
     try:
-        event = parse_frame(body)
+        text = decode_body(body)
+        event = parse_frame(text)
     except FrameError as exc:
         return _answer(422, {"error": "invalid frame", "problems": exc.problems})
     if isinstance(event, Ignored):
@@ -73,7 +74,7 @@ async def webhook(request: Request) -> JSONResponse:
     inbox: InboxWriter = request.app.state.inbox
     try:
         is_new = await inbox.record(
-            Incoming(id=event.dedupe_id, event_type=event.type, payload=body.decode())
+            Incoming(id=event.dedupe_id, event_type=event.type, payload=text)
         )
     except InboxRejected:
         return _answer(422, {"error": "invalid frame", "problems": [_UNSTORABLE]})

@@ -198,11 +198,20 @@ class Event(BaseModel):
     kind: Literal["event"] = "event"
 
 
-def parse_frame(body: bytes) -> Event | Ignored:
-    """Parse a raw request body into an Event; Ignored for types we do not handle."""
+def decode_body(body: bytes) -> str:
+    """The body as text: the gateway sends UTF-8 JSON, and nothing else is accepted."""
     try:
-        frame = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FrameError([{"field": "body", "problem": "not UTF-8 text"}]) from None
+
+
+def parse_frame(text: str) -> Event | Ignored:
+    """Parse a request body into an Event; Ignored for types we do not handle."""
+    try:
+        frame = json.loads(text)
+    except (ValueError, RecursionError):
+        # ValueError covers JSONDecodeError and over-long integer literals.
         raise FrameError([{"field": "body", "problem": "not valid JSON"}]) from None
     if not isinstance(frame, dict):
         raise FrameError([{"field": "body", "problem": "expected a JSON object"}])
@@ -232,7 +241,9 @@ def _problems(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def _digest(*parts: object) -> str:
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:24]
+    joined = "\x1f".join(str(p) for p in parts)
+    # surrogatepass: a lone surrogate must still hash (the insert refuses it later, as 422).
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def dedupe_id(event_type: EventType, data: EventData) -> str:
