@@ -16,6 +16,7 @@ from app.config import Settings
 from app.db import SessionFactory, create_engine, create_session_factory
 from app.models import Base
 from tests.conftest import run_migrations
+from tests.faults.harness import REPORTS
 from tests.faults.services import PrivatePostgres, PrivateRedis, missing_binaries
 
 DATABASE = "bot_fault_private"
@@ -37,6 +38,14 @@ async def _create_database(postgres: PrivatePostgres) -> None:
         await conn.execute(f'CREATE DATABASE "{DATABASE}"')
     finally:
         await conn.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Show what each fault test injected and counted even without ``-s`` (CI runs ``-q``)."""
+    if REPORTS:
+        terminalreporter.section("fault suite: injected and counted")
+        for line in REPORTS:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,8 @@ from tests.faults.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+MAX_STARTS = 5  # a worker that keeps dying is a failure, not something to restart forever
+REPORTS: list[str] = []  # every tally line, repeated in pytest's terminal summary
 
 
 async def wait_until(
@@ -80,6 +82,8 @@ class WorkerProcess:
     started: int = 0
 
     def start(self) -> None:
+        if self.started >= MAX_STARTS:
+            raise AssertionError(f"worker started {self.started} times:\n{self.tail()}")
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "arq", "app.worker.WorkerSettings"],
@@ -90,6 +94,22 @@ class WorkerProcess:
                 start_new_session=True,
             )
         self.started += 1
+
+    def revive(self) -> None:
+        """What the supervisor (compose ``restart: unless-stopped``) does for a dead worker."""
+        if not self.alive:
+            self.start()
+
+    def memory_jobs_done(self) -> int:
+        """Distinct replies whose memory job finished, from the worker's JSON log lines."""
+        done = set()
+        for line in self.log.read_text(errors="replace").splitlines():
+            if '"memory extraction done"' in line:
+                try:
+                    done.add(json.loads(line).get("trigger_id"))
+                except ValueError:
+                    continue
+        return len(done)
 
     @property
     def alive(self) -> bool:
@@ -180,7 +200,9 @@ class Tally:
         )
         extra = " ".join(f"{k}={v}" for k, v in self.extra.items())
         line = f"[faults] {self.name}: injected: {'; '.join(self.injected)} | {figures} {extra}"
-        print(line.rstrip())
+        line = line.rstrip()
+        print(line)
+        REPORTS.append(line)
         return line
 
 

@@ -108,8 +108,7 @@ async def test_postgres_restarted_refuses_then_loses_nothing(
             swept: list[int] = []
 
             async def drained() -> bool:
-                if not worker.alive:  # the supervisor (compose: restart) brings a dead one back
-                    worker.start()
+                worker.revive()
                 # The minute cron's sweep without its grace: jobs that died with Postgres.
                 swept.append(await sweep_inbox(fault_sessions, queue, grace_s=0))
                 idle = await queue.redis.zcard("arq:queue") == 0
@@ -131,6 +130,7 @@ async def test_postgres_restarted_refuses_then_loses_nothing(
         tally.extra["retry_attempts"] = sum(attempts)
         tally.extra["unfinished_at_first_sweep"] = swept[0]
         tally.extra["replies"] = len(stack.discord.posted)
+        tally.extra["memory_jobs_done"] = worker.memory_jobs_done()
         tally.extra["worker_starts"] = worker.started
         tally.report()
 

@@ -91,7 +91,8 @@ async def test_redis_restarted_under_load_loses_nothing(
                 queued = await queue.redis.zcard("arq:queue")
                 private.redis.kill()
                 tally.injected.append(
-                    f"Redis SIGKILLed after {len(acknowledged)} acks with {queued} jobs queued"
+                    f"Redis SIGKILLed after {len(acknowledged)} acks, "
+                    f"{queued} jobs queued or running"
                 )
                 await relay(frames[KILL_AT:RESTART_AT])
                 await asyncio.to_thread(private.redis.start)
@@ -101,8 +102,7 @@ async def test_redis_restarted_under_load_loses_nothing(
             swept: list[int] = []
 
             async def drained() -> bool:
-                if not worker.alive:  # the supervisor (compose: restart) brings a dead one back
-                    worker.start()
+                worker.revive()
                 # What the minute cron does, without its 45 s grace: re-enqueue the unfinished.
                 swept.append(await sweep_inbox(fault_sessions, queue, grace_s=0))
                 idle = await queue.redis.zcard("arq:queue") == 0
@@ -121,6 +121,7 @@ async def test_redis_restarted_under_load_loses_nothing(
         await count_outcomes(tally, fault_sessions, stack.discord, acknowledged, addressed)
         tally.extra["unfinished_at_first_sweep"] = swept[0]
         tally.extra["replies"] = len(stack.discord.posted)
+        tally.extra["memory_jobs_done"] = worker.memory_jobs_done()
         tally.extra["worker_starts"] = worker.started  # 2: it died with its Redis
         tally.report()
 
