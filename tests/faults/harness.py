@@ -53,7 +53,8 @@ async def wait_until(
 
 def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
     """The environment `arq app.worker.WorkerSettings` reads: private services and fakes."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "JINA_"))}
+    # A clean environment: nothing from the caller's shell (keys, sandbox, memory switches).
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "TZ")}
     token = settings.discord_bot_token
     env.update(
         DATABASE_URL=settings.database_url,

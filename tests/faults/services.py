@@ -11,7 +11,22 @@ import tempfile
 import time
 from pathlib import Path
 
-PG_BIN = Path(os.environ.get("FAULTS_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _pg_bin() -> Path:
+    """FAULTS_PG_BIN, else the newest Debian-packaged server, else wherever initdb is."""
+    if configured := os.environ.get("FAULTS_PG_BIN"):
+        return Path(configured)
+    packaged = sorted(
+        (p for p in Path("/usr/lib/postgresql").glob("*/bin/initdb") if p.parts[-3].isdigit()),
+        key=lambda p: int(p.parts[-3]),
+    )
+    if packaged:
+        return packaged[-1].parent
+    found = shutil.which("initdb")
+    return Path(found).resolve().parent if found else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 REDIS_SERVER = shutil.which("redis-server")
 START_TIMEOUT_S = 30.0
 
@@ -21,6 +36,8 @@ def missing_binaries() -> list[str]:
     missing = [str(PG_BIN / b) for b in ("initdb", "pg_ctl") if not (PG_BIN / b).exists()]
     if REDIS_SERVER is None:
         missing.append("redis-server")
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        missing.append("runuser (Postgres will not run as root)")
     return missing
 
 
