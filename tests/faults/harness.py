@@ -12,19 +12,27 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from pydantic import SecretStr
 from sqlalchemy import text
 
+from app.chat.fake import FakeAnthropic
 from app.config import Settings
 from app.db import SessionFactory
+from app.decision.fake import FakeJev
 from app.discord.fake import FakeDiscord
 from app.kit.arqueue import ArqQueue
+from app.main import create_app
 from tests.faults.services import free_port
+from tests.support.servers import serve
+from tests.support.stack import BOT_ID, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
@@ -144,6 +152,70 @@ class WorkerProcess:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+# -- holding a fake's answers ---------------------------------------------------------------
+
+
+class ResponseGate:
+    """ASGI wrapper: while closed, matching requests are handled (the fake records them) but
+    their responses wait for ``open`` — a call that took effect whose answer is still in flight."""
+
+    def __init__(self, app: Any, method: str, path_suffix: str) -> None:
+        self.app, self.method, self.path_suffix = app, method, path_suffix
+        self.closed = False
+        self.held = 0
+        self._opened = asyncio.Event()
+
+    def open(self) -> None:
+        self._opened.set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        matches = (
+            scope["type"] == "http"
+            and scope["method"] == self.method
+            and scope["path"].endswith(self.path_suffix)
+        )
+        if not (self.closed and matches):
+            await self.app(scope, receive, send)
+            return
+        self.held += 1
+
+        async def held_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                await self._opened.wait()
+            await send(message)
+
+        await self.app(scope, receive, held_send)
+
+
+@asynccontextmanager
+async def gated_stack(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Stack, ResponseGate]]:
+    """``running_stack`` with a gate on the fake Discord's message posts."""
+    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    gate = ResponseGate(discord.app, "POST", "/messages")
+    async with (
+        serve(jev.app) as jev_url,
+        serve(model.app) as model_url,
+        serve(gate) as discord_url,
+    ):
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+        configured = settings.model_copy(
+            update={
+                "discord_api_base": discord_url,
+                "discord_bot_token": SecretStr(discord.token),
+                "discord_bot_user_id": BOT_ID,
+                "jev_url": jev_url,
+            }
+        )
+        async with serve(create_app(configured)) as api:
+            try:
+                yield Stack(configured, api, discord, jev, model), gate
+            finally:
+                gate.open()  # a held answer must not stall the fake's shutdown
 
 
 # -- posting like the relay -----------------------------------------------------------------

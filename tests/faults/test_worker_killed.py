@@ -1,5 +1,6 @@
-"""A worker process SIGKILLed mid-turn (after the reaction, inside the model call): after a
-restart every turn has exactly one reaction and exactly one reply (SPEC invariant 5)."""
+"""A worker process SIGKILLed mid-turn — inside the model call, or after Discord created the
+reply but before its answer arrived: after a restart every turn has exactly one reaction and
+exactly one reply (SPEC invariant 5)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ from tests.faults.harness import (
     Tally,
     WorkerProcess,
     count_outcomes,
+    gated_stack,
     post,
     unhandled_events,
     wait_until,
     worker_env,
 )
 from tests.support.frames import message_create
-from tests.support.stack import BOT_ID, running_stack
+from tests.support.stack import BOT_ID
 
 pytestmark = pytest.mark.faults
 
@@ -33,14 +35,17 @@ TURNS = 3
 ANSWER = "Here I am, after the restart."
 
 
+@pytest.mark.parametrize("kill_point", ["inside-model-call", "reply-posted-answer-lost"])
 async def test_worker_sigkilled_mid_turn_replies_exactly_once(
+    kill_point: str,
     fault_settings: Settings,
     fault_sessions: SessionFactory,
     worker_log: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tally = Tally("worker SIGKILLed mid-turn")
-    model_slow = True
+    in_model = kill_point == "inside-model-call"
+    tally = Tally(f"worker SIGKILLed mid-turn ({kill_point})")
+    model_slow = in_model
     release = asyncio.Event()
 
     async def answer(body: dict[str, Any]) -> Reply:
@@ -51,8 +56,10 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         return Text(ANSWER)
 
     redis = Redis.from_url(fault_settings.redis_url)
-    async with running_stack(fault_settings, monkeypatch) as stack:
+    async with gated_stack(fault_settings, monkeypatch) as (stack, gate):
         stack.model.responder = answer
+        # Otherwise Discord creates each reply but its answer never reaches the worker.
+        gate.closed = not in_model
         env = worker_env(stack.settings, os.environ["ANTHROPIC_BASE_URL"])
         first, second = WorkerProcess(env, worker_log), WorkerProcess(env, worker_log)
         try:
@@ -67,17 +74,23 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
                     status, _ = await post(client, frame)
                     tally.sent += 1
                     tally.acknowledged += status == 200
-            await wait_until(
-                lambda: (
-                    len(stack.discord.reactions) == TURNS and len(stack.model.requests) == TURNS
-                ),
-                within=60,
-                what="every turn to have reacted and to be waiting on the model",
-            )
-            assert stack.discord.posted == [], "a reply was posted before the kill"
+
+            def at_kill_point() -> bool:
+                if len(stack.discord.reactions) < TURNS:
+                    return False
+                if in_model:
+                    return len(stack.model.requests) == TURNS
+                return gate.held == TURNS and len(stack.discord.posted) == TURNS
+
+            await wait_until(at_kill_point, within=60, what=f"every turn to reach {kill_point}")
+            posted_before = len(stack.discord.posted)
             first.kill()
-            release.set()  # the held answers go to a dead connection
-            tally.injected.append(f"SIGKILL worker with {TURNS} turns inside the model call")
+            release.set()  # held answers go to a dead connection
+            gate.open()
+            tally.injected.append(
+                f"SIGKILL worker with {TURNS} turns at {kill_point} "
+                f"({posted_before} replies already created)"
+            )
 
             # ARQ re-runs a dead worker's job once its in-progress key lapses (job timeout
             # 100 s + 10 s). We let it lapse now by deleting the stale keys ARQ would expire.
@@ -104,12 +117,22 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
             await redis.aclose()
 
         await count_outcomes(tally, fault_sessions, stack.discord, ids, addressed=ids)
+        posts = stack.discord.calls_to("POST", "/channels/")
         tally.extra["model_calls"] = len(stack.model.requests)
+        tally.extra["reply_posts"] = len(posts)
         tally.extra["reaction_puts"] = len(stack.discord.calls_to("PUT", "/channels/"))
         tally.report()
-        for message_id in ids:
-            assert len(stack.discord.reactions_on(message_id)) == 1
-        assert sorted(m["content"] for m in stack.discord.posted) == [ANSWER] * TURNS
-        assert tally.acknowledged == TURNS
-        assert tally.duplicated == 0
-        assert tally.lost == 0
+
+    for message_id in ids:
+        assert len(stack.discord.reactions_on(message_id)) == 1
+    assert sorted(m["content"] for m in stack.discord.posted) == [ANSWER] * TURNS
+    if in_model:
+        assert posted_before == 0, "a reply was posted before the kill"
+        assert len(stack.model.requests) == 2 * TURNS  # the killed calls, then one each
+    else:
+        # The text was fixed before posting, so the retry re-posts it (same nonce) unchanged.
+        assert len(stack.model.requests) == TURNS
+        assert len(posts) == 2 * TURNS
+    assert tally.acknowledged == TURNS
+    assert tally.duplicated == 0
+    assert tally.lost == 0
