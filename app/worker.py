@@ -141,5 +141,7 @@ class WorkerSettings:
     on_shutdown = shutdown
     job_timeout = JOB_TIMEOUT_S
     max_jobs = 20
+    # ARQ polls Redis for new jobs; its 0.5 s default was most of a turn's overhead.
+    poll_delay = 0.02
     timezone = JST
     redis_settings = RedisSettings.from_dsn(_RedisOnly().redis_url)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import Index, Integer, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -24,9 +22,6 @@ class InboxEvent(Base):
         Index("ix_inbox_pending", "received_at", postgresql_where=text("handled_at IS NULL")),
         Index("ix_inbox_received_at", "received_at"),
     )
-
-    def frame(self) -> dict[str, Any]:
-        return dict(self.payload)
 
 
 class CompletedStep(Base):

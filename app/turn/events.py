@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from app.db import unit_of_work
 from app.inbound.frames import (
@@ -49,17 +49,24 @@ async def handle_event(services: Services, event_id: str) -> None:
 async def _claim(services: Services, event_id: str) -> Event | None:
     """Count the attempt; None when the event is unknown, done, or given up on."""
     async with unit_of_work(services.sessions) as session:
-        row = await session.scalar(
-            select(InboxEvent).where(InboxEvent.id == event_id).with_for_update()
-        )
-        if row is None or row.handled_at is not None:
+        claimed = (
+            await session.execute(
+                update(InboxEvent)
+                .where(InboxEvent.id == event_id, InboxEvent.handled_at.is_(None))
+                .values(attempts=InboxEvent.attempts + 1)
+                .returning(InboxEvent.attempts, InboxEvent.payload)
+            )
+        ).one_or_none()
+        if claimed is None:
             return None
-        row.attempts += 1
-        if row.attempts > MAX_ATTEMPTS:
-            row.handled_at = utcnow()
+        attempts, payload = claimed
+        if attempts > MAX_ATTEMPTS:
+            await session.execute(
+                update(InboxEvent).where(InboxEvent.id == event_id).values(handled_at=utcnow())
+            )
             log.error("event given up after repeated failures", extra={"event_id": event_id})
             return None
-        parsed = parse_dispatch(row.frame())
+    parsed = parse_dispatch(dict(payload))
     return parsed if isinstance(parsed, Event) else None
 
 

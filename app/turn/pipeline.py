@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -21,7 +22,7 @@ from app.discord.split import split_message
 from app.inbound.frames import MessageCreate
 from app.kit.clock import utcnow
 from app.memory import consolidation, observations
-from app.memory.prompt_memory import prompt_memory
+from app.memory.prompt_memory import PromptMemory, prompt_memory
 from app.persona import active_style, load_persona
 from app.services import Services
 from app.turn import channel_log, steps
@@ -45,6 +46,7 @@ class Context:
     persona: str
     participant_ids: list[int]  # human authors in the history tail, newest first
     names: dict[int, str]
+    done: dict[str, dict[str, Any]]  # what an earlier run of this turn already did
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,14 @@ class Reply:
 async def run_turn(services: Services, message: MessageCreate, event_id: str) -> None:
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
+    try:
+        await _steps(services, message, event_id)
+    finally:
+        # Observations were added on the way (the message, the reply): off the reply's path.
+        await consolidation.enqueue_if_due(services, message.channel_id)
+
+
+async def _steps(services: Services, message: MessageCreate, event_id: str) -> None:
     command = parse_command(message.content, services.bot_user_id)
     await log_message(services, message, event_id, observe=command is None)  # 3
     if command is not None:  # 4
@@ -64,11 +74,14 @@ async def run_turn(services: Services, message: MessageCreate, event_id: str) ->
     await detect_correction(services, message)  # 5
     if not is_addressed(message, services.bot_user_id):  # 6
         return _finish("not_addressed")
-    context = await load_context(services, message)  # 7
+    context = await load_context(services, message, event_id)  # 7
     if await react(services, message, context, event_id):  # 8
         return _finish("emoji_only")
-    wants_task = await decide_task(services, message, context)  # 9
-    reply = await respond(services, message, context, event_id, wants_task=wants_task)  # 10
+    # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
+    wants_task, memory = await asyncio.gather(
+        decide_task(services, message, context), recall(services, message, context)
+    )
+    reply = await respond(services, message, context, event_id, wants_task, memory)  # 10
     await remember(services, message, reply, event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
 
@@ -88,7 +101,6 @@ async def log_message(
     async with unit_of_work(services.sessions) as session:
         await channel_log.log_message(session, message)
         await observations.observe_message(session, message, event_id, active=active)
-    await consolidation.enqueue_if_due(services, message.channel_id)
 
 
 # 5. Corrections -------------------------------------------------------------------------
@@ -147,10 +159,16 @@ def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
 # 7. Context -----------------------------------------------------------------------------
 
 
-async def load_context(services: Services, message: MessageCreate) -> Context:
+TURN_STEPS = ("react", "reply-text", "reply")
+
+
+async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
+    """The last 20 messages, the persona with the active style, and this turn's progress."""
+    keys = {steps.step_key(event_id, step): step for step in TURN_STEPS}
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await active_style(session)
+        done = await steps.done_many(session, list(keys))
     conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
     persona = load_persona(services.settings.persona_path, style.content if style else None)
     humans = [m for m in reversed(recent) if not m.is_bot]
@@ -159,6 +177,7 @@ async def load_context(services: Services, message: MessageCreate) -> Context:
         persona=persona,
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
         names={m.author_id: m.author_name for m in reversed(humans)},
+        done={keys[key]: result for key, result in done.items()},
     )
 
 
@@ -178,8 +197,7 @@ async def react(
 ) -> bool:
     """Add the acknowledgement reaction first; True when an emoji alone is enough."""
     key = steps.step_key(event_id, "react")
-    async with services.sessions() as session:
-        decided = await steps.done(session, key)
+    decided = context.done.get("react")
     if decided is None:
         prompt = _decision_prompt(message, context)
         palette = services.settings.reaction_emojis
@@ -211,32 +229,59 @@ async def decide_task(services: Services, message: MessageCreate, context: Conte
 # 10. Respond ----------------------------------------------------------------------------
 
 
+async def recall(
+    services: Services, message: MessageCreate, context: Context
+) -> PromptMemory | None:
+    """The reply prompt's memory part (pins, memories, episodes); every read is logged.
+    None when an earlier run of this turn already fixed the reply text."""
+    if "reply-text" in context.done:
+        return None
+    async with unit_of_work(services.sessions) as session:
+        return await prompt_memory(
+            session,
+            services.settings,
+            channel_id=message.channel_id,
+            speaker_id=message.author.id,
+            names={**context.names, message.author.id: message.author_name},
+            participant_ids=context.participant_ids,
+        )
+
+
 async def respond(
-    services: Services, message: MessageCreate, context: Context, event_id: str, *, wants_task: bool
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    event_id: str,
+    wants_task: bool,
+    memory: PromptMemory | None,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after."""
-    text_key, posted_key = steps.step_key(event_id, "reply-text"), steps.step_key(event_id, "reply")
-    async with services.sessions() as session:
-        posted = await steps.done(session, posted_key)
-        planned = await steps.done(session, text_key)
+    text_key = steps.step_key(event_id, "reply-text")
+    posted, planned = context.done.get("reply"), context.done.get("reply-text")
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
-        text, failed = await _compose(services, message, context, wants_task=wants_task)
+        assert memory is not None  # recalled whenever the text is not fixed yet
+        text, failed = await _compose(services, message, context, memory, wants_task=wants_task)
         async with unit_of_work(services.sessions) as session:
             planned = await steps.record(session, text_key, {"text": text, "failed": failed})
     return await _post(services, message, event_id, planned["text"], bool(planned["failed"]))
 
 
 async def _compose(
-    services: Services, message: MessageCreate, context: Context, *, wants_task: bool
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    memory: PromptMemory,
+    *,
+    wants_task: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
         text = await run_task(services, message, context)
         if text:
             return text, False
     try:
-        return await write_reply(services, message, context), False
+        return await write_reply(services, context, memory), False
     except ChatFailed as exc:
         log.error("reply generation failed; posting an apology", extra={"error": str(exc)})
         return APOLOGY, True
@@ -254,17 +299,8 @@ async def run_task(services: Services, message: MessageCreate, context: Context)
     return await services.agent.run(request)
 
 
-async def write_reply(services: Services, message: MessageCreate, context: Context) -> str:
-    """The text path: recall (logged reads), assemble in the seed's order, generate."""
-    async with unit_of_work(services.sessions) as session:
-        memory = await prompt_memory(
-            session,
-            services.settings,
-            channel_id=message.channel_id,
-            speaker_id=message.author.id,
-            names={**context.names, message.author.id: message.author_name},
-            participant_ids=context.participant_ids,
-        )
+async def write_reply(services: Services, context: Context, memory: PromptMemory) -> str:
+    """The text path: assemble in the seed's order, generate."""
     prompt = assemble_prompt(
         channel_summary=memory.channel_summary,
         memory_block=memory.memory_block,
@@ -315,7 +351,6 @@ async def _post(
         await steps.record(
             session, steps.step_key(event_id, "reply"), {"message_ids": ids, "failed": failed}
         )
-    await consolidation.enqueue_if_due(services, message.channel_id)
     return Reply(message_ids=ids, failed=failed or not ids)
 
 

@@ -21,6 +21,12 @@ async def done(session: AsyncSession, key: str) -> dict[str, Any] | None:
     return dict(row.result or {}) if row is not None else None
 
 
+async def done_many(session: AsyncSession, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The recorded results among ``keys`` (missing keys did not happen), in one read."""
+    rows = await session.scalars(select(CompletedStep).where(CompletedStep.key.in_(keys)))
+    return {row.key: dict(row.result or {}) for row in rows}
+
+
 async def record(session: AsyncSession, key: str, result: dict[str, Any]) -> dict[str, Any]:
     """Record a step once; a concurrent or earlier record wins and its result is returned."""
     await session.execute(
