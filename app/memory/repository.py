@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.locks import xact_lock
@@ -50,14 +50,32 @@ async def owned_for_update(session: AsyncSession, memory_id: int, user_id: int) 
     return (await session.scalars(query)).one_or_none()
 
 
+async def owned_for_update_many(
+    session: AsyncSession, memory_ids: Sequence[int], user_id: int
+) -> dict[int, Memory]:
+    """The rows among ``memory_ids`` that belong to ``user_id``, locked, in one statement."""
+    if not memory_ids:
+        return {}
+    query = (
+        select(Memory)
+        .where(Memory.id.in_(memory_ids), Memory.user_id == user_id)
+        .order_by(Memory.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return {memory.id: memory for memory in await session.scalars(query)}
+
+
 async def insert_memory(
     session: AsyncSession, *, user_id: int, content: str, source: str = "self"
 ) -> Memory:
-    memory = Memory(user_id=user_id, content=content, source=source)
-    session.add(memory)
-    await session.flush()
-    await session.refresh(memory)
-    return memory
+    query = (
+        insert(Memory)
+        .values(user_id=user_id, content=content, source=source)
+        .returning(Memory)
+        .execution_options(populate_existing=True)
+    )
+    return (await session.scalars(query)).one()
 
 
 async def rewrite_memory(session: AsyncSession, memory_id: int, content: str) -> Memory:

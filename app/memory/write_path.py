@@ -241,10 +241,14 @@ async def _apply(
             outcome.stopped = "erased"
             return outcome
         log = _Logger(session, speaker, actor, run_id, trigger)
+        touched = [r.id for r in plan.deletes] + [r.id for r, _ in plan.updates]
+        current = await repository.owned_for_update_many(session, touched, speaker)
         for record in plan.deletes:
-            await _apply_delete(session, speaker, record, outcome, log)
+            await _apply_delete(session, speaker, record, current.get(record.id), outcome, log)
         for record, text in plan.updates:
-            await _apply_update(session, speaker, record, text, outcome, log)
+            await _apply_update(
+                session, speaker, record, text, current.get(record.id), outcome, log
+            )
         if plan.add is not None:
             memory = await repository.insert_memory(session, user_id=speaker, content=plan.add)
             await log("add", memory.id, plan.add_reason, None, ledger.snapshot(memory))
@@ -286,9 +290,13 @@ class _Logger:
 
 
 async def _apply_delete(
-    session: AsyncSession, speaker: int, record: ReadRecord, outcome: WriteOutcome, log: _Logger
+    session: AsyncSession,
+    speaker: int,
+    record: ReadRecord,
+    current: Memory | None,
+    outcome: WriteOutcome,
+    log: _Logger,
 ) -> None:
-    current = await repository.owned_for_update(session, record.id, speaker)
     if not _unchanged(current, record):
         _skip(record, "delete", outcome)
         return
@@ -304,10 +312,10 @@ async def _apply_update(
     speaker: int,
     record: ReadRecord,
     text: str,
+    current: Memory | None,
     outcome: WriteOutcome,
     log: _Logger,
 ) -> None:
-    current = await repository.owned_for_update(session, record.id, speaker)
     if not _unchanged(current, record):
         _skip(record, "update", outcome)
         return
