@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,25 @@ import pytest
 from app.agent.sandbox import OUTPUT_TAIL_CHARS, LocalSandbox
 
 
-def gone(pid: int) -> bool:
+def _dead(pid: int) -> bool:
     """Dead: no such process, or only a zombie waiting for its new parent to reap it."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
         return True
-    stat = Path(f"/proc/{pid}/stat").read_text()
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def gone(pid: int, within_s: float = 2.0) -> bool:
+    """Dead now, or within a short deadline: SIGKILL is delivered asynchronously, and on a
+    loaded machine the kernel may not have finished the process when the call returns."""
+    deadline = time.monotonic() + within_s
+    while not _dead(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
