@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from prometheus_client import Counter, Gauge
 from sqlalchemy import Select, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import DBAPIError
@@ -506,6 +507,8 @@ async def _record(sessions: SessionFactory, run_id: int, result: StepResult, spe
         if result.next is None:
             run.status = "finished"
             run.finished_at = utcnow()
+    if result.next is None:
+        report_run("finished", summary)
 
 
 async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend) -> None:
@@ -521,6 +524,23 @@ async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend)
         run.summary = summary
         run.status = "failed"
         run.finished_at = utcnow()
+    report_run("failed", summary)
+
+
+NIGHTLY_RUNS = Counter("nightly_runs_total", "Nightly runs that ended, by status", ["status"])
+NIGHTLY_LAST = Gauge(
+    "nightly_last_run", "Figures of the last nightly run this worker ended", ["figure"]
+)
+
+
+def report_run(status: str, summary: dict[str, Any]) -> None:
+    """Export an ended run's figures: its changes, errors and what it spent."""
+    NIGHTLY_RUNS.labels(status=status).inc()
+    for name in CHANGE_LISTS:
+        NIGHTLY_LAST.labels(figure=name).set(len(summary.get(name, [])))
+    NIGHTLY_LAST.labels(figure="errors").set(len(summary.get("errors", [])))
+    for name in COUNTERS:
+        NIGHTLY_LAST.labels(figure=name).set(int(summary.get(name, 0)))
 
 
 async def resume_nightly_runs(
