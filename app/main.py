@@ -17,7 +17,7 @@ from app.admin.auth import AdminGate
 from app.admin.endpoints import router as admin_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
-from app.inbound.endpoints import router as inbound_router
+from app.inbound.endpoints import routes as inbound_routes
 from app.inbound.inbox import InboxWriter, enqueue_events
 from app.kit.arqueue import create_queue
 from app.kit.logs import configure_logging
@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await engine.dispose()
 
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
-    app.include_router(inbound_router)
+    app.router.routes.extend(inbound_routes)
     app.include_router(admin_router)
     app.add_middleware(AdminGate)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
+from starlette.requests import Request
+from starlette.routing import Route
 
 from app.inbound.frames import FrameError, Ignored, decode_body, parse_frame
 from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Incoming
@@ -14,7 +15,6 @@ from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Inco
 MAX_BODY = 1024 * 1024
 TOKEN_HEADER = "x-discord-gateway-token"
 
-router = APIRouter()
 
 webhook_responses = Counter(
     "webhook_responses_total", "Responses of POST /webhook by status code", ["status"]
@@ -47,18 +47,10 @@ async def _read_capped(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-@router.post(
-    "/webhook",
-    responses={
-        200: {"description": "`ok`, `duplicate` or `ignored`"},
-        401: {"description": "missing or wrong x-discord-gateway-token"},
-        413: {"description": "body over 1 MiB"},
-        422: {"description": "not JSON, or a handled event missing what it needs"},
-        503: {"description": "the event could not be recorded; retry"},
-    },
-)
 async def webhook(request: Request) -> JSONResponse:
-    """Receive one Discord gateway dispatch frame from the relay."""
+    """Receive one Discord gateway dispatch frame from the relay (CONTRACT.md: 200 ok,
+    duplicate or ignored; 401 bad token, body unread; 413 over 1 MiB; 422 malformed; 503
+    when the event cannot be recorded)."""
     if not _token_ok(request):
         return _answer(401, {"error": "unauthorized"})
     body = await _read_capped(request)
@@ -84,3 +76,8 @@ async def webhook(request: Request) -> JSONResponse:
 
 
 _UNSTORABLE = {"field": "body", "problem": "contains characters that cannot be stored"}
+
+
+# A plain Starlette route: the hot path skips FastAPI's per-request dependency solving
+# (measured at a fifth of the handler's CPU); the contract documents the endpoint.
+routes = [Route("/webhook", webhook, methods=["POST"])]
