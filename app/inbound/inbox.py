@@ -169,6 +169,10 @@ _PENDING = text(
     """
 )
 _PRUNE = text("DELETE FROM inbox WHERE received_at < now() - make_interval(days => :days)")
+# What a turn did is only needed while its event can still be replayed or retried.
+_PRUNE_STEPS = text(
+    "DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days)"
+)
 
 
 async def sweep_inbox(
@@ -186,7 +190,9 @@ async def sweep_inbox(
 
 
 async def prune_inbox(sessions: SessionFactory) -> int:
-    """The only retention job: forget de-duplication ids older than seven days."""
+    """The only retention job: forget de-duplication ids (and the per-turn step records that
+    go with them) older than seven days."""
     async with unit_of_work(sessions) as session:
         result = await session.execute(_PRUNE, {"days": DEDUPE_WINDOW.days})
+        await session.execute(_PRUNE_STEPS, {"days": DEDUPE_WINDOW.days})
     return int(getattr(result, "rowcount", 0))

@@ -32,3 +32,5 @@ class CompletedStep(Base):
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     result: Mapped[Json | None]
     done_at: Mapped[CreatedAt]
+
+    __table_args__ = (Index("ix_completed_steps_done_at", "done_at"),)

@@ -30,12 +30,12 @@ from app.turn.commands import parse_command
 from app.turn.dispatch import handle_command
 from app.turn.prompt import ChatLine, assemble_prompt, task_lines
 from app.turn.reactions import add_signal
+from app.turn.remembering import REMEMBER, remember_job_id
 
 log = logging.getLogger(__name__)
 
 FALLBACK_EMOJI = "👍"
 APOLOGY = "Sorry, I couldn't put a reply together just now. Please try again in a moment."
-REMEMBER = "remember_after_reply"
 
 turn_outcomes = Counter("turn_outcomes_total", "Finished turns by how they ended", ["outcome"])
 
@@ -368,7 +368,7 @@ async def remember(services: Services, message: MessageCreate, reply: Reply, eve
             message.id,
             reply.message_ids[-1],
             message.author.id,
-            job_id=f"remember:{event_id}",
+            job_id=remember_job_id(message.id),
         )
     except Exception as exc:
         log.warning("memory job not enqueued", extra={"error": type(exc).__name__})
