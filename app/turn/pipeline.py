@@ -58,11 +58,10 @@ class Reply:
 async def run_turn(services: Services, message: MessageCreate, event_id: str) -> None:
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
-    try:
-        await _steps(services, message, event_id)
-    finally:
-        # Observations were added on the way (the message, the reply): off the reply's path.
-        await consolidation.enqueue_if_due(services, message.channel_id)
+    await _steps(services, message, event_id)
+    # Observations were added on the way (the message, the reply): checked off the reply's
+    # path. A turn that fails is retried, and the retry checks again.
+    await consolidation.enqueue_if_due(services, message.channel_id)
 
 
 async def _steps(services: Services, message: MessageCreate, event_id: str) -> None:
