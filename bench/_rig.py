@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-import uvicorn
+
+from tests.support.servers import serve as serve_app
 
 PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
 
@@ -47,38 +47,9 @@ async def fresh_database(db: str) -> str:
     return url
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@asynccontextmanager
-async def serve(app: Any) -> AsyncIterator[str]:
-    """Serve an ASGI app (a fake) on 127.0.0.1 inside this event loop; yield its base URL."""
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=free_port(),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("fake server exited before starting")
-        await asyncio.sleep(0.005)
-    try:
-        yield f"http://127.0.0.1:{config.port}"
-    finally:
-        server.should_exit = True
-        await task
+def serve(app: Any) -> AbstractAsyncContextManager[str]:
+    """Serve a fake on a local port, exactly as the tests do."""
+    return serve_app(app, lifespan="off")
 
 
 @dataclass(frozen=True)

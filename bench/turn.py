@@ -41,8 +41,9 @@ from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
 from app.worker import WorkerSettings
-from bench._rig import Summary, asyncpg_dsn, free_port, fresh_database, serve
+from bench._rig import Summary, asyncpg_dsn, fresh_database, serve
 from bench._taps import Hit, Tap
+from tests.support.servers import free_port
 
 DB = "bot_bench_turn"
 REDIS_URL = os.environ.get("BENCH_TURN_REDIS_URL", "redis://127.0.0.1:6379/11")

@@ -19,14 +19,17 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serve(app: Any, *, port: int | None = None) -> AsyncIterator[str]:
-    """Serve ``app`` on 127.0.0.1 inside the running loop; yield its base URL."""
+async def serve(app: Any, *, port: int | None = None, lifespan: str = "auto") -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 inside the running loop; yield its base URL.
+
+    Used by the tests and the benchmarks alike."""
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port or free_port(),
         log_level="warning",
-        lifespan="auto",
+        access_log=False,
+        lifespan=lifespan,  # type: ignore[arg-type]
         timeout_graceful_shutdown=1,  # a fake holding a slow answer must not stall teardown
     )
     server = uvicorn.Server(config)
