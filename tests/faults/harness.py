@@ -28,10 +28,10 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.fake import FakeJev
 from app.discord.fake import FakeDiscord
+from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import ArqQueue
 from app.main import create_app
-from tests.faults.services import free_port
-from tests.support.servers import serve
+from tests.support.servers import free_port, serve
 from tests.support.stack import BOT_ID, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -283,6 +283,24 @@ async def unhandled_events(sessions: SessionFactory) -> int:
     async with sessions() as session:
         count = await session.scalar(text("SELECT count(*) FROM inbox WHERE handled_at IS NULL"))
     return int(count or 0)
+
+
+async def sweep_until_handled(
+    worker: WorkerProcess, sessions: SessionFactory, queue: ArqQueue
+) -> list[int]:
+    """What the minute cron does, without its 45 s grace, until every recorded event is
+    handled: re-enqueue the unfinished (jobs that died with Redis or Postgres). Returns how
+    many events each sweep found unfinished."""
+    swept: list[int] = []
+
+    async def drained() -> bool:
+        worker.revive()
+        swept.append(await sweep_inbox(sessions, queue, grace_s=0))
+        idle = await queue.redis.zcard("arq:queue") == 0
+        return idle and await unhandled_events(sessions) == 0
+
+    await wait_until(drained, within=90, what="every recorded event to be handled")
+    return swept
 
 
 async def handled_count(sessions: SessionFactory, *, at_least: int) -> bool:

@@ -11,6 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.servers import free_port
+
 
 def _pg_bin() -> Path:
     """FAULTS_PG_BIN, else the newest Debian-packaged server, else wherever initdb is."""
@@ -39,13 +41,6 @@ def missing_binaries() -> list[str]:
     if os.geteuid() == 0 and shutil.which("runuser") is None:
         missing.append("runuser (Postgres will not run as root)")
     return missing
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _as_postgres(argv: list[str]) -> list[str]:

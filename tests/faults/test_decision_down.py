@@ -16,8 +16,8 @@ from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.turn.pipeline import FALLBACK_EMOJI
 from tests.faults.harness import Tally, count_outcomes
-from tests.faults.services import free_port
 from tests.support.frames import message_create
+from tests.support.servers import free_port
 from tests.support.stack import BOT_ID, running_stack
 from tests.support.worker import drain
 

@@ -15,7 +15,6 @@ import pytest
 
 from app.config import Settings
 from app.db import SessionFactory
-from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import create_queue
 from tests.faults.conftest import Private
 from tests.faults.harness import (
@@ -24,7 +23,7 @@ from tests.faults.harness import (
     count_outcomes,
     post,
     post_until_acknowledged,
-    unhandled_events,
+    sweep_until_handled,
     wait_until,
     worker_env,
 )
@@ -105,16 +104,7 @@ async def test_postgres_restarted_refuses_then_loses_nothing(
                 attempts = await asyncio.gather(*retries)
             acknowledged.extend(int(frame["d"]["id"]) for frame in refused)
 
-            swept: list[int] = []
-
-            async def drained() -> bool:
-                worker.revive()
-                # The minute cron's sweep without its grace: jobs that died with Postgres.
-                swept.append(await sweep_inbox(fault_sessions, queue, grace_s=0))
-                idle = await queue.redis.zcard("arq:queue") == 0
-                return idle and await unhandled_events(fault_sessions) == 0
-
-            await wait_until(drained, within=90, what="every recorded event to be handled")
+            swept = await sweep_until_handled(worker, fault_sessions, queue)
         except BaseException:
             print(worker.tail())
             raise

@@ -14,7 +14,6 @@ import pytest
 
 from app.config import Settings
 from app.db import SessionFactory
-from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import create_queue
 from tests.faults.conftest import Private
 from tests.faults.harness import (
@@ -23,7 +22,7 @@ from tests.faults.harness import (
     count_outcomes,
     handled_count,
     post,
-    unhandled_events,
+    sweep_until_handled,
     wait_until,
     worker_env,
 )
@@ -99,16 +98,7 @@ async def test_redis_restarted_under_load_loses_nothing(
                 tally.injected.append(f"Redis restarted empty after {len(acknowledged)} acks")
                 await relay(frames[RESTART_AT:])
 
-            swept: list[int] = []
-
-            async def drained() -> bool:
-                worker.revive()
-                # What the minute cron does, without its 45 s grace: re-enqueue the unfinished.
-                swept.append(await sweep_inbox(fault_sessions, queue, grace_s=0))
-                idle = await queue.redis.zcard("arq:queue") == 0
-                return idle and await unhandled_events(fault_sessions) == 0
-
-            await wait_until(drained, within=90, what="every recorded event to be handled")
+            swept = await sweep_until_handled(worker, fault_sessions, queue)
         except BaseException:
             print(worker.tail())
             raise
