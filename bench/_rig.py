@@ -47,6 +47,20 @@ async def fresh_database(db: str) -> str:
     return url
 
 
+async def seed_memories(conn: asyncpg.Connection, speakers: list[int], count: int) -> None:
+    """``count`` memories per speaker, one day apart, newest first by updated_at."""
+    await conn.execute(
+        """
+        INSERT INTO memories (user_id, content, created_at, updated_at)
+        SELECT u, 'remembered fact number ' || n || ' about this person',
+               now() - make_interval(days => n), now() - make_interval(days => n)
+        FROM unnest($1::bigint[]) AS u, generate_series(1, $2::int) AS n
+        """,
+        speakers,
+        count,
+    )
+
+
 def serve(app: Any) -> AbstractAsyncContextManager[str]:
     """Serve a fake on a local port, exactly as the tests do."""
     return serve_app(app, lifespan="off")

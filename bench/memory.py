@@ -36,7 +36,7 @@ from app.discord.fake import FakeDiscord
 from app.memory.exchange import Exchange, Line
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.wiring import open_services
-from bench._rig import Summary, asyncpg_dsn, fresh_database, serve
+from bench._rig import Summary, asyncpg_dsn, fresh_database, seed_memories, serve
 from bench._taps import Hit, Tap
 
 DB = "bot_bench_memory"
@@ -104,16 +104,7 @@ def exchange_for(speaker_id: int, marker: str) -> Exchange:
 async def seed(speakers: list[int]) -> None:
     conn = await asyncpg.connect(asyncpg_dsn(DB))
     try:
-        await conn.execute(
-            """
-            INSERT INTO memories (user_id, content, created_at, updated_at)
-            SELECT u, 'Alice fact number ' || n || ' is about her weekly routine',
-                   now() - make_interval(days => n), now() - make_interval(days => n)
-            FROM unnest($1::bigint[]) AS u, generate_series(1, $2::int) AS n
-            """,
-            speakers,
-            MEMORIES,
-        )
+        await seed_memories(conn, speakers, MEMORIES)
     finally:
         await conn.close()
 

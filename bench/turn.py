@@ -41,7 +41,7 @@ from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
 from app.worker import WorkerSettings
-from bench._rig import Summary, asyncpg_dsn, fresh_database, serve
+from bench._rig import Summary, asyncpg_dsn, fresh_database, seed_memories, serve
 from bench._taps import Hit, Tap
 from tests.support.servers import free_port
 
@@ -149,16 +149,7 @@ async def seed(turns: list[Turn]) -> None:
             BOT_ID,
             HISTORY,
         )
-        await conn.execute(
-            """
-            INSERT INTO memories (user_id, content, created_at, updated_at)
-            SELECT u, 'remembered fact number ' || n || ' about this person',
-                   now() - make_interval(days => n), now() - make_interval(days => n)
-            FROM unnest($1::bigint[]) AS u, generate_series(1, $2::int) AS n
-            """,
-            speakers,
-            MEMORIES,
-        )
+        await seed_memories(conn, speakers, MEMORIES)
     finally:
         await conn.close()
 
