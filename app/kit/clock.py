@@ -1,4 +1,4 @@
-"""Time helpers: UTC now, JST day labels, Discord snowflake timestamps."""
+"""Time helpers: UTC now, JST day labels, the nightly window."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 JST = ZoneInfo("Asia/Tokyo")
-DISCORD_EPOCH_MS = 1420070400000
 
 
 def utcnow() -> datetime:
@@ -20,12 +19,3 @@ def jst_day(moment: datetime) -> date:
 def previous_day_window(moment: datetime) -> tuple[datetime, datetime]:
     """The 24 hours before ``moment``: the nightly run's window."""
     return moment - timedelta(hours=24), moment
-
-
-def snowflake_time(snowflake: int) -> datetime:
-    return datetime.fromtimestamp(((snowflake >> 22) + DISCORD_EPOCH_MS) / 1000, tz=UTC)
-
-
-def parse_discord_time(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

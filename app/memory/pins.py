@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sqlalchemy import delete, or_, select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models.memory import Pin
@@ -45,13 +45,3 @@ async def remove_pin(session: AsyncSession, pin_id: int) -> Pin | None:
         delete(Pin).where(Pin.id == pin_id).returning(Pin).execution_options(populate_existing=True)
     )
     return (await session.scalars(query)).one_or_none()
-
-
-async def pins_for_channel(session: AsyncSession, channel_id: int) -> list[Pin]:
-    """Global pins and this channel's pins, oldest first (what the prompt's memory part shows)."""
-    query = (
-        select(Pin)
-        .where(or_(Pin.scope == "global", Pin.channel_id == channel_id))
-        .order_by(Pin.created_at, Pin.id)
-    )
-    return list((await session.scalars(query)).all())

@@ -32,13 +32,6 @@ async def recent_memories(
     return list((await session.scalars(query)).all())
 
 
-async def recent_for_users(
-    session: AsyncSession, user_ids: Sequence[int], limit: int = RECENT_LIMIT
-) -> dict[int, list[Memory]]:
-    """Up to ``limit`` memories per user id (one query per id keeps the limit per person)."""
-    return {user_id: await recent_memories(session, user_id, limit) for user_id in user_ids}
-
-
 async def owned_for_update(session: AsyncSession, memory_id: int, user_id: int) -> Memory | None:
     """The row, locked, only when it belongs to ``user_id``; fresh from the database."""
     query = (
