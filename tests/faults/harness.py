@@ -20,19 +20,15 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from sqlalchemy import text
 
-from app.chat.fake import FakeAnthropic
 from app.config import Settings
 from app.db import SessionFactory
-from app.decision.fake import FakeJev
 from app.discord.fake import FakeDiscord
 from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import ArqQueue
-from app.main import create_app
-from tests.support.servers import free_port, serve
-from tests.support.stack import BOT_ID, Stack
+from tests.support.servers import free_port
+from tests.support.stack import BOT_ID, Stack, running_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
@@ -194,28 +190,13 @@ async def gated_stack(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[Stack, ResponseGate]]:
     """``running_stack`` with a gate on the fake Discord's message posts."""
-    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    discord = FakeDiscord(bot_user_id=BOT_ID)
     gate = ResponseGate(discord.app, "POST", "/messages")
-    async with (
-        serve(jev.app) as jev_url,
-        serve(model.app) as model_url,
-        serve(gate) as discord_url,
-    ):
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
-        configured = settings.model_copy(
-            update={
-                "discord_api_base": discord_url,
-                "discord_bot_token": SecretStr(discord.token),
-                "discord_bot_user_id": BOT_ID,
-                "jev_url": jev_url,
-            }
-        )
-        async with serve(create_app(configured)) as api:
-            try:
-                yield Stack(configured, api, discord, jev, model), gate
-            finally:
-                gate.open()  # a held answer must not stall the fake's shutdown
+    async with running_stack(settings, monkeypatch, discord=discord, discord_app=gate) as stack:
+        try:
+            yield stack, gate
+        finally:
+            gate.open()  # a held answer must not stall the fake's shutdown
 
 
 # -- posting like the relay -----------------------------------------------------------------

@@ -52,14 +52,21 @@ class Stack:
 
 @asynccontextmanager
 async def running_stack(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, **overrides: Any
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    discord: FakeDiscord | None = None,
+    discord_app: Any = None,
+    **overrides: Any,
 ) -> AsyncIterator[Stack]:
-    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    """``discord_app`` serves in place of ``discord.app`` (e.g. a wrapper that holds answers)."""
+    jev, model = FakeJev(), FakeAnthropic()
+    discord = discord or FakeDiscord(bot_user_id=BOT_ID)
     model.default = Text("Hello from the model!")
     async with (
         serve(jev.app) as jev_url,
         serve(model.app) as model_url,
-        serve(discord.app) as discord_url,
+        serve(discord_app or discord.app) as discord_url,
     ):
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
