@@ -13,7 +13,9 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.db import create_engine, create_session_factory
-from app.memory.importer import ImportFailed, ImportReport, import_legacy
+from app.ops.import_plan import ImportReport
+from app.ops.importer import import_legacy
+from app.ops.legacy import ImportFailed
 
 
 def _parser() -> argparse.ArgumentParser:

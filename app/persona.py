@@ -1,16 +1,11 @@
-"""The persona block: persona.md's core section as written, its style section overridable.
-
-The nightly style revision stores a new style body; only that section is ever replaced."""
+"""The persona block (pure): persona.md's core section as written, its style section
+overridable. The nightly style revision stores a new style body; only that section is ever
+replaced."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from app.models.nightly import StyleOverride
 
 STYLE_HEADING = "Style"
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
@@ -82,14 +77,3 @@ def compose_persona(text: str, style_override: str | None) -> str:
 def load_persona(path: str | Path, style_override: str | None) -> str:
     """Read the persona file fresh (it is rebuilt every turn) and apply the override."""
     return compose_persona(Path(path).read_text(encoding="utf-8"), style_override)
-
-
-async def active_style(session: AsyncSession) -> StyleOverride | None:
-    """The newest style override that has not been reverted, if any."""
-    result = await session.execute(
-        select(StyleOverride)
-        .where(StyleOverride.reverted_at.is_(None))
-        .order_by(StyleOverride.created_at.desc(), StyleOverride.id.desc())
-        .limit(1)
-    )
-    return result.scalar_one_or_none()

@@ -21,13 +21,13 @@ from app.kit.arqueue import ArqQueue
 from app.kit.clock import utcnow
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
-from app.memory import nightly
-from app.memory.consolidation import JOB_NAME as CONSOLIDATE
-from app.memory.consolidation import consolidate_channel
+from app.memory import jobs as memory_jobs
+from app.memory.jobs import REMEMBER
+from app.nightly import run as nightly
 from app.services import Services
-from app.turn import remembering
+from app.structured.consolidation import JOB_NAME as CONSOLIDATE
+from app.structured.consolidation import consolidate_channel
 from app.turn.events import handle_event
-from app.turn.remembering import REMEMBER
 from app.wiring import open_services
 
 JOB_TIMEOUT_S = 100
@@ -75,7 +75,7 @@ async def remember(
     reply_message_id: int | None,
     speaker_id: int,
 ) -> None:
-    await remembering.remember(
+    await memory_jobs.remember_after_reply(
         _services(ctx),
         channel_id=channel_id,
         trigger_message_id=trigger_message_id,
@@ -109,7 +109,7 @@ async def sweep(ctx: dict[str, Any]) -> None:
     services = _services(ctx)
     INBOX_BACKLOG.set(await sweep_inbox(services.sessions, services.queue))
     await nightly.resume_nightly_runs(services.sessions, services.queue, now=utcnow())
-    await remembering.resume_lost_memory_jobs(services)
+    await memory_jobs.resume_lost_memory_jobs(services)
     if services.agent is not None:
         await services.agent.stop_idle(utcnow())
 

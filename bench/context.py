@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+from app.memory.repository import recent_memories
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.channel.log import recent_messages
 from app.db import SessionFactory, create_engine, create_session_factory
-from app.memory.repository import recent_memories
-from app.turn.channel_log import recent_messages
 from bench._rig import Summary, asyncpg_dsn, fresh_database
 
 DB = "bot_bench_context"

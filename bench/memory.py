@@ -27,13 +27,13 @@ from typing import Any
 import asyncpg
 import httpx
 
+from app.channel.exchange import Exchange, Line
 from app.chat.fake import Delay, FakeAnthropic, Text
 from app.config import Settings
 from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import FakeDiscord
-from app.memory.exchange import Exchange, Line
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.wiring import open_services
 from bench._rig import Summary, asyncpg_dsn, fresh_database, seed_memories, serve

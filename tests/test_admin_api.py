@@ -20,10 +20,11 @@ from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
 from app.kit.clock import jst_day, utcnow
 from app.kit.queue import JobQueue
-from app.memory import ledger, repository
-from app.memory.nightly import JOB_NAME, nightly_step, resume_nightly_runs
+from app.memory import store
+from app.memory.store import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
+from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
 from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
 from tests.support.servers import free_port
 
@@ -79,18 +80,7 @@ async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -
 
 async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
     async with unit_of_work(sessions) as session:
-        memory = await repository.insert_memory(session, user_id=ALICE, content=content)
-        await ledger.log_change(
-            session,
-            action="add",
-            memory_id=memory.id,
-            user_id=ALICE,
-            actor="nightly",
-            reason="test",
-            before=None,
-            after=ledger.snapshot(memory),
-            run_id=run_id,
-        )
+        memory = await store.add(session, ALICE, content, Why("nightly", "test", run_id=run_id))
         return memory.id
 
 
@@ -218,7 +208,8 @@ async def test_rollback_of_a_named_run_reports_skips(
     run = await finished_run(sessions)
     added = await nightly_add(sessions, run, "Alice moved to Osaka.")
     async with unit_of_work(sessions) as session:  # `!memory forget` after the run
-        await repository.delete_owned(session, added, ALICE)
+        why = Why("command", "!memory forget")
+        assert await store.delete_one(session, added, why, owner=ALICE) is not None
 
     response = await client.post("/memory/rollback", headers=AUTH, json={"runId": run})
 

@@ -45,8 +45,17 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def decider(http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0) -> HttpDecider:
-    return HttpDecider(http, base_url=url, api_key=None, timeout_s=timeout_s)
+def client_pair(
+    http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0
+) -> tuple[HttpDecider, LoggedDecider]:
+    """The raw client (``decide`` raises NoDecision with its reason) and the same client as
+    the bot uses it, behind the LoggedDecider that turns "no answer" into None."""
+    raw = HttpDecider(http, base_url=url, api_key=None, timeout_s=timeout_s)
+    return raw, LoggedDecider(raw)
+
+
+def decider(http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0) -> LoggedDecider:
+    return client_pair(http, url, timeout_s=timeout_s)[1]
 
 
 async def test_each_kind_returns_its_typed_answer(
@@ -118,8 +127,8 @@ async def test_fake_answer_can_depend_on_the_request(
 async def test_bearer_key_is_sent(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
     jev.api_key = "s3cret"
     jev.answers[Question.IS_TASK] = True
-    keyed = HttpDecider(http, base_url=jev_url, api_key="s3cret", timeout_s=2)
-    wrong = HttpDecider(http, base_url=jev_url, api_key="nope", timeout_s=2)
+    keyed = LoggedDecider(HttpDecider(http, base_url=jev_url, api_key="s3cret", timeout_s=2))
+    wrong = LoggedDecider(HttpDecider(http, base_url=jev_url, api_key="nope", timeout_s=2))
 
     assert await keyed.boolean(Question.IS_TASK, "x") is True
     assert await wrong.boolean(Question.IS_TASK, "x") is None
@@ -151,11 +160,11 @@ async def test_probability_failures_are_no_answer(
     jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
 ) -> None:
     jev.answers[Question.WORTH_KEEPING] = reply  # type: ignore[assignment]
-    client = decider(http, jev_url)
+    raw, client = client_pair(http, jev_url)
 
     assert await client.probability(Question.WORTH_KEEPING, "x") is None
     with pytest.raises(NoDecision) as caught:
-        await client.decide(Question.WORTH_KEEPING, "x", None)
+        await raw.decide(Question.WORTH_KEEPING, "x", None)
     assert caught.value.reason is reason
 
 
@@ -172,11 +181,11 @@ async def test_choice_failures_are_no_answer(
     jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
 ) -> None:
     jev.answers[Question.STALE_KEEP] = reply  # type: ignore[assignment]
-    client = decider(http, jev_url)
+    raw, client = client_pair(http, jev_url)
 
     assert await client.choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None
     with pytest.raises(NoDecision) as caught:
-        await client.decide(Question.STALE_KEEP, "x", STALE_OPTIONS)
+        await raw.decide(Question.STALE_KEEP, "x", STALE_OPTIONS)
     assert caught.value.reason is reason
 
 
@@ -208,19 +217,19 @@ async def test_service_down_is_no_answer(
 async def test_timeout_is_no_answer(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
     jev.latency = 1.0
     jev.answers[Question.IS_TASK] = True
-    client = decider(http, jev_url, timeout_s=0.1)
+    raw, client = client_pair(http, jev_url, timeout_s=0.1)
 
     with pytest.raises(NoDecision) as caught:
-        await client.decide(Question.IS_TASK, "x", None)
+        await raw.decide(Question.IS_TASK, "x", None)
     assert caught.value.reason is NoAnswerReason.TIMEOUT
     assert await client.boolean(Question.IS_TASK, "x") is None
 
 
 async def test_connection_refused_is_no_answer(http: httpx.AsyncClient) -> None:
-    client = decider(http, f"http://127.0.0.1:{free_port()}")
+    raw, client = client_pair(http, f"http://127.0.0.1:{free_port()}")
 
     with pytest.raises(NoDecision) as caught:
-        await client.decide(Question.IS_TASK, "x", None)
+        await raw.decide(Question.IS_TASK, "x", None)
     assert caught.value.reason is NoAnswerReason.CONNECTION
     assert await client.boolean(Question.IS_TASK, "x") is None
 
@@ -249,7 +258,7 @@ async def test_logged_decider_counts_logs_and_spends(
 ) -> None:
     jev.answers[Question.WORTH_KEEPING] = 0.9
     jev.answers[Question.IS_TASK] = Raw(500, {"detail": "x"})
-    logged = LoggedDecider(decider(http, jev_url))
+    logged = decider(http, jev_url)
     answered = sample("decision_calls_total", question="worth_keeping", outcome="answered")
     failed = sample("decision_calls_total", question="is_task", outcome="status")
     latencies = sample("decision_latency_seconds_count", question="worth_keeping")
@@ -275,7 +284,7 @@ async def test_logged_decider_counts_logs_and_spends(
 async def test_logged_decider_still_refuses_the_wrong_kind(
     jev_url: str, http: httpx.AsyncClient
 ) -> None:
-    logged = LoggedDecider(decider(http, jev_url))
+    logged = decider(http, jev_url)
 
     with pytest.raises(ValueError):
         await logged.boolean(Question.MEMORY_VERDICT, "x")

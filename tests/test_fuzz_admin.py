@@ -33,7 +33,8 @@ from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
 from app.main import create_app
-from app.memory import ledger, repository
+from app.memory import store
+from app.memory.store import Why
 from app.models.nightly import NightlyRun
 from tests.support.servers import serve
 
@@ -95,18 +96,7 @@ async def seed(sessions: SessionFactory) -> None:
         )
         session.add(run)
         await session.flush()
-        memory = await repository.insert_memory(session, user_id=11, content="likes tea")
-        await ledger.log_change(
-            session,
-            action="add",
-            memory_id=memory.id,
-            user_id=11,
-            actor="nightly",
-            reason="seed",
-            before=None,
-            after=ledger.snapshot(memory),
-            run_id=run.id,
-        )
+        await store.add(session, 11, "likes tea", Why("nightly", "seed", run_id=run.id))
 
 
 @pytest.fixture

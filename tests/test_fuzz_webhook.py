@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from app.config import Settings
 from app.db import SessionFactory
 from app.main import create_app
-from app.models import InboxEvent
+from app.models.inbox import InboxEvent
 from tests.support.servers import serve
 
 TOKEN_VALUE = "test-gateway-token"

@@ -13,15 +13,15 @@ import pytest
 
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
 from app.decision.base import NoAnswerReason
-from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Question
-from app.jev.decider import (
+from app.decision.instructions import INSTRUCTIONS
+from app.decision.logged import LoggedDecider
+from app.decision.model import (
     AnthropicDecider,
     BadModelAnswer,
-    InProcessDecider,
     ModelFailed,
     ModelTimeout,
 )
-from app.jev.instructions import INSTRUCTIONS
+from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Question
 from app.jev.main import create_app
 from app.jev.settings import JevSettings
 from tests.support.servers import serve
@@ -329,7 +329,7 @@ async def test_in_process_decider_gives_the_same_answers(
         ToolUse("answer_probability", {"probability": 0.25}),
         ToolUse("answer_choice", {"choice": "😂"}),
     )
-    decider = InProcessDecider(in_process(sdk))
+    decider = LoggedDecider(in_process(sdk))
 
     assert await decider.boolean(Question.EMOJI_ENOUGH, "thanks!") is True
     assert await decider.probability(Question.ADD_MEMORY, "x") == 0.25
@@ -377,4 +377,4 @@ async def test_in_process_failures_are_typed_errors_and_no_answer(
     with pytest.raises(error) as caught:
         await decider.decide(Question.STALE_KEEP, "old memory", STALE_OPTIONS)
     assert caught.value.reason is reason  # type: ignore[attr-defined]
-    assert await InProcessDecider(decider).choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None
+    assert await LoggedDecider(decider).choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None

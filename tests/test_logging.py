@@ -14,7 +14,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.kit.logs import JsonFormatter, log_context
-from app.models import Memory
+from app.models.memory import Memory
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, running_stack
 

@@ -22,7 +22,8 @@ from app.inbound.frames import (
     ReactionRemoveEmoji,
     parse_dispatch,
 )
-from app.memory.observations import (
+from app.models.structured import Observation
+from app.structured.observations import (
     EXCERPT_CHARS,
     UNKNOWN_USER,
     excerpt,
@@ -32,7 +33,6 @@ from app.memory.observations import (
     observe_message,
     observe_reaction,
 )
-from app.models.memory import Observation
 from tests.support.memory_env import BOT_ID, add_message
 
 CHANNEL = 500

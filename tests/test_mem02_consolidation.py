@@ -17,14 +17,14 @@ from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
-from app.memory.consolidation import (
+from app.models.memory import MemoryLog
+from app.models.messages import Message
+from app.structured.consolidation import (
     MAX_OBSERVATIONS,
     consolidate_channel,
     enqueue_if_due,
 )
-from app.memory.observations import Kind, observe
-from app.models.memory import MemoryLog
-from app.models.messages import Message
+from app.structured.observations import Kind, observe
 from tests.support.memory_env import BOT_ID, MemoryEnv, all_memories, memory_env
 from tests.support.obs_env import (
     episodes_of,

@@ -8,9 +8,10 @@ from sqlalchemy import select
 
 from app.config import RecallScope, Settings
 from app.db import SessionFactory, unit_of_work
-from app.memory.episodes import add_episode
-from app.memory.prompt_memory import PromptMemory, prompt_memory, recall_user_ids
-from app.models.memory import MemoryLog, Pin
+from app.models.memory import MemoryLog
+from app.models.structured import Pin
+from app.structured.episodes import add_episode
+from app.structured.recall import PromptMemory, prompt_memory, recall_user_ids
 from tests.support.memory_env import BOT_ID, add_memory
 
 CHANNEL, OTHER = 500, 501

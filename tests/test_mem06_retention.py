@@ -7,9 +7,9 @@ from datetime import date, datetime, timedelta
 
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
-from app.memory.retention import purge_expired
 from app.memory.rollback import rollback_run
 from app.models.nightly import NightlyRun
+from app.structured.retention import purge_expired
 from tests.support.memory_env import add_memory, all_memories, ledger_rows, memories_of
 
 ALICE, BOB = 11, 22

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select
 
+from app.commands.dispatch import NOT_STAFF, handle_command
+from app.commands.parser import parse_command
+from app.commands.staff import LISTING_LIMIT
 from app.config import Settings
 from app.db import SessionFactory
-from app.memory.staff import LISTING_LIMIT
-from app.models.memory import Memory, Pin
-from app.turn.commands import parse_command
-from app.turn.dispatch import NOT_STAFF, handle_command
+from app.models.memory import Memory
+from app.models.structured import Pin
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -125,7 +126,7 @@ async def test_mem07_forget_fact_with_an_unknown_id_says_not_found_and_changes_n
 async def test_mem07_pin_and_unpin_channel_and_global_are_operator_facts_and_logged(
     env: MemoryEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="app.memory.staff")
+    caplog.set_level(logging.INFO, logger="app.commands.staff")
 
     await say(env, "!bot pin channel Movie night is every Friday")
     await say(env, "!bot pin global Be kind to newcomers")

@@ -15,15 +15,19 @@ import pytest
 from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
-from app.memory import ledger, repository
-from app.memory.erasure import erase_user
-from app.memory.importer import HISTORY, ImportFailed, import_legacy
+from app.memory import store
 from app.memory.rollback import rollback_run
+from app.memory.store import Why
 from app.models import Base
-from app.models.memory import Episode, Memory, MemoryLog
+from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
 from app.models.nightly import NightlyRun
 from app.models.signals import Signal
+from app.models.structured import Episode
+from app.ops.import_plan import HISTORY
+from app.ops.importer import import_legacy
+from app.ops.legacy import ImportFailed
+from app.privacy.erasure import erase_user
 
 ALICE, BOB, BOT = 42, 43, 1000
 MS = 1_767_323_045_000  # 2026-01-02T03:04:05Z in epoch milliseconds
@@ -207,7 +211,7 @@ async def test_mem08_new_rows_after_an_import_get_fresh_ids(
     await import_legacy(sessions, sqlite_path=legacy[0])
 
     async with unit_of_work(sessions) as session:
-        memory = await repository.insert_memory(session, user_id=ALICE, content="New fact")
+        memory = await store.add(session, ALICE, "New fact", Why("command", "test"))
         signal = Signal(message_id=1, user_id=ALICE, kind="reaction", value="🎉")
         session.add(signal)
         await session.flush()
@@ -233,18 +237,8 @@ async def test_mem08_a_memory_deleted_after_the_import_is_not_brought_back(
 ) -> None:
     await import_legacy(sessions, sqlite_path=legacy[0])
     async with unit_of_work(sessions) as session:  # as `!memory forget` does it
-        gone = await repository.delete_owned(session, 1, ALICE)
+        gone = await store.delete_one(session, 1, Why("command", "!memory forget"), owner=ALICE)
         assert gone is not None
-        await ledger.log_change(
-            session,
-            action="delete",
-            memory_id=1,
-            user_id=ALICE,
-            actor="command",
-            reason="!memory forget",
-            before=ledger.snapshot(gone),
-            after=None,
-        )
 
     again = await import_legacy(sessions, sqlite_path=legacy[0])
 
@@ -267,7 +261,7 @@ async def test_mem08_dry_run_reports_the_counts_and_writes_nothing(
     assert "would insert 3" in report.render()
     assert await snapshot(sessions) == empty
     async with unit_of_work(sessions) as session:  # not even the id sequences moved
-        memory = await repository.insert_memory(session, user_id=ALICE, content="x")
+        memory = await store.add(session, ALICE, "x", Why("command", "test"))
     assert memory.id == 1
 
 

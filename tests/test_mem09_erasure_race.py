@@ -8,8 +8,8 @@ from app.chat.fake import Delay, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
-from app.memory.erasure import erase_user
 from app.memory.write_path import run_write_path
+from app.privacy.erasure import erase_user
 from tests.support.memory_env import exchange, fact, memories_of, memory_env
 
 ALICE = 42

@@ -9,30 +9,32 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from sqlalchemy import ColumnElement, func, select, text
 
+from app.channel import log as channel_log
+from app.commands.dispatch import handle_command
+from app.commands.memory import memory_forget
+from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.inbound.frames import MessageCreate
-from app.memory import ledger
-from app.memory.commands import memory_forget
-from app.memory.erasure import (
+from app.memory import store
+from app.memory.rollback import rollback_run
+from app.memory.store import Why
+from app.models import Base
+from app.models.agent import AgentSession
+from app.models.inbox import InboxEvent
+from app.models.memory import Memory
+from app.models.messages import Message
+from app.models.nightly import NightlyRun
+from app.models.signals import Signal
+from app.models.structured import Episode, Observation
+from app.privacy.erasure import (
+    ACTOR,
     Receipt,
-    erased_since,
     erasure_names,
     format_receipt,
     mentions_any,
 )
-from app.memory.retention import purge_expired
-from app.memory.rollback import rollback_run
-from app.models import Base
-from app.models.agent import AgentSession
-from app.models.inbox import InboxEvent
-from app.models.memory import Episode, Memory, Observation
-from app.models.messages import Message
-from app.models.nightly import NightlyRun
-from app.models.signals import Signal
-from app.turn import channel_log
-from app.turn.commands import ForgetMe
-from app.turn.dispatch import handle_command
+from app.structured.retention import purge_expired
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
 from tests.support.staff_env import CHANNEL, chat_message, frame_data
 
@@ -100,24 +102,13 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
         content="Look at my stamps",
         reply_to=(1001, ALICE, "I bake sourdough every Sunday"),
     )
-    bread = await add_memory(s, ALICE, "Bakes sourdough on Sundays")
-    pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
-    stamps = await add_memory(s, BOB, "Collects stamps")
+    extracted = Why("extraction", "write path")
     async with unit_of_work(s) as session:
-        for memory_id, user_id in ((bread, ALICE), (stamps, BOB)):
-            memory = await session.get(Memory, memory_id)
-            assert memory is not None
-            await ledger.log_change(
-                session,
-                action="add",
-                memory_id=memory_id,
-                user_id=user_id,
-                actor="extraction",
-                reason="write path",
-                before=None,
-                after=ledger.snapshot(memory),
-            )
-        await ledger.log_read(session, user_id=ALICE, ids=[bread, pet], actor="reply")
+        bread = (await store.add(session, ALICE, "Bakes sourdough on Sundays", extracted)).id
+    pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
+    async with unit_of_work(s) as session:
+        stamps = (await store.add(session, BOB, "Collects stamps", extracted)).id
+        await store.recent(session, ALICE, Why("reply", "recall"))
         session.add_all(
             [
                 Observation(
@@ -261,7 +252,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
     redacted = {"redacted": True}
     assert shape == [
         ("extraction", "add", ids["bread"], None, redacted),
-        ("reply", "read", None, None, [ids["bread"], ids["pet"]]),
+        ("reply", "read", None, None, [ids["pet"], ids["bread"]]),
         ("command", "delete", ids["pet"], redacted, None),
         ("forgetme", "delete", ids["bread"], redacted, None),
         (
@@ -351,6 +342,7 @@ async def test_mem09_writers_can_tell_an_erasure_happened_after_they_read(env: M
     await forget(env)
 
     async with env.sessions() as session:
-        assert await erased_since(session, ALICE, read_at)
-        assert not await erased_since(session, BOB, read_at)
-        assert not await erased_since(session, ALICE, datetime.now(UTC) + timedelta(minutes=1))
+        assert await store.erased_since(session, ALICE, read_at, ACTOR)
+        assert not await store.erased_since(session, BOB, read_at, ACTOR)
+        later = datetime.now(UTC) + timedelta(minutes=1)
+        assert not await store.erased_since(session, ALICE, later, ACTOR)

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from app.commands.memory import memory_forget, memory_forget_all, memory_show
 from app.config import Settings
 from app.db import SessionFactory
-from app.memory.commands import memory_forget, memory_forget_all, memory_show
 from tests.support.memory_env import (
     MemoryEnv,
     add_memory,

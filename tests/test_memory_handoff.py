@@ -14,9 +14,9 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.models import Memory
+from app.memory.jobs import resume_lost_memory_jobs
+from app.models.memory import Memory
 from app.turn.events import handle_event
-from app.turn.remembering import resume_lost_memory_jobs
 from app.wiring import open_services
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, Stack, running_stack

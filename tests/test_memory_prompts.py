@@ -10,12 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
+from app.channel.exchange import Exchange, Line
 from app.chat.fake import Text
+from app.commands.memory import PREVIEW_CHARS, format_listing, preview
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.memory.commands import PREVIEW_CHARS, format_listing, preview
-from app.memory.exchange import Exchange, Line
 from app.memory.prompts import MAX_FACT_CHARS, parse_written, render_marked
 from app.memory.write_path import run_write_path
 from tests.support.memory_env import MemoryEnv, exchange, fact, memory_env

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.db import SessionFactory
-from app.memory.recall import RecalledMemory, recall_for_prompt, render_memory_block
+from app.memory.recall import recall_for_prompt, render_memory_block
+from app.memory.store import MemoryRecord
 from tests.support.memory_env import add_memory, ledger_rows
 
 ALICE, BOB, CAROL = 11, 22, 33
@@ -70,7 +71,7 @@ async def test_participants_each_get_their_own_read_and_section(sessions: Sessio
 
 
 def test_render_falls_back_to_the_user_id_without_a_name() -> None:
-    memory = RecalledMemory(1, 5, "likes tea", datetime(2026, 1, 1, tzinfo=UTC))
+    memory = MemoryRecord(1, 5, "likes tea", updated_at=datetime(2026, 1, 1, tzinfo=UTC))
 
     assert render_memory_block([memory], {}) is not None
     assert "About user 5:\n- likes tea" in (render_memory_block([memory], {}) or "")

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from app.chat.fake import Failure, Text
+from app.commands.memory import memory_forget
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.fake import Raw
 from app.decision.vocabulary import Question
-from app.memory.commands import memory_forget
 from app.memory.write_path import run_write_path
 from tests.support.memory_env import (
     MemoryEnv,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from app.memory.nightly import report_run
+from app.nightly.run import report_run
 
 
 def test_an_ended_run_exports_its_status_changes_and_spend() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,32 +14,33 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from app.channel.log import LoggedMessage
 from app.chat.fake import Delay, Failure, Reply, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.fake import Raw
-from app.decision.logged import LoggedDecider
 from app.decision.vocabulary import Question
 from app.kit.clock import jst_day, utcnow
 from app.kit.locks import xact_lock
-from app.memory import nightly
-from app.memory.diary import DIARY_SYSTEM
-from app.memory.nightly import (
-    JOB_NAME,
-    AlreadyRan,
-    Started,
-    WindowMessage,
-    nightly_step,
-    plan_chunks,
-    resume_nightly_runs,
-    start_nightly_run,
-)
-from app.memory.rollback import RUN_LOCK, rollback_run
-from app.memory.style import STYLE_SYSTEM
+from app.memory.rollback import rollback_run
+from app.memory.runs import RUN_LOCK, active_style
 from app.models.memory import MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
 from app.models.signals import Signal
-from app.persona import active_style, load_persona
+from app.nightly import run as nightly_run
+from app.nightly import steps as nightly_steps
+from app.nightly.diary import DIARY_SYSTEM
+from app.nightly.run import (
+    JOB_NAME,
+    AlreadyRan,
+    Started,
+    nightly_step,
+    resume_nightly_runs,
+    start_nightly_run,
+)
+from app.nightly.steps import plan_chunks
+from app.nightly.style import STYLE_SYSTEM
+from app.persona import load_persona
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -133,8 +134,6 @@ async def night(
     persona.write_text(PERSONA, encoding="utf-8")
     local = settings.model_copy(update={"persona_path": str(persona), **overrides})
     async with memory_env(local, sessions) as env:
-        # The production decider wraps the client in LoggedDecider, which counts decisions.
-        env.services = replace(env.services, decider=LoggedDecider(env.services.decider))
         env.model.responder = responder()
         yield Night(env, utcnow())
 
@@ -158,16 +157,29 @@ def responder(*, writer: Any = None, diary: Reply | None = None, style: Reply | 
 # --- planning ----------------------------------------------------------------------------
 
 
+def said_in_window(
+    message_id: int,
+    author_id: int,
+    name: str,
+    content: str,
+    at: datetime,
+    *,
+    is_bot: bool = False,
+    deleted: bool = False,
+) -> LoggedMessage:
+    return LoggedMessage(message_id, 7, 1, author_id, name, is_bot, content, None, at, deleted)
+
+
 def test_forty_messages_yield_the_newest_five_chunks_of_six() -> None:
     start = datetime(2026, 3, 1, tzinfo=UTC)
     said = [
-        WindowMessage(i, ALICE, "Alice", f"message {i}", start + timedelta(minutes=i))
+        said_in_window(i, ALICE, "Alice", f"message {i}", start + timedelta(minutes=i))
         for i in range(40)
     ]
-    bot = WindowMessage(100, BOT_ID, "bot", "hi", start, is_bot=True)
-    gone = WindowMessage(101, BOB, "Bob", "deleted", start, deleted=True)
+    bot = said_in_window(100, BOT_ID, "bot", "hi", start, is_bot=True)
+    gone = said_in_window(101, BOB, "Bob", "deleted", start, deleted=True)
     short = [
-        WindowMessage(200 + i, BOB, "Bob", f"b{i}", start + timedelta(minutes=i)) for i in range(3)
+        said_in_window(200 + i, BOB, "Bob", f"b{i}", start + timedelta(minutes=i)) for i in range(3)
     ]
 
     plan = plan_chunks([*reversed(said), bot, gone, *short])
@@ -314,6 +326,35 @@ async def test_decay_reviews_the_twenty_oldest_and_deletes_only_on_delete(night:
     again = env.jev.asked(Question.STALE_KEEP)
     assert len(again) == len(remaining) == 18  # the seven deleted are gone; all others again
     assert any("note 23" in b["prompt"] for b in again)
+
+
+async def test_decay_logs_a_read_of_every_record_it_sends_to_the_decision_model(
+    night: Night,
+) -> None:
+    env = night.env
+    alice = [
+        await add_memory(env.sessions, ALICE, f"alice note {n}", age_days=40 + n) for n in range(3)
+    ]
+    bob = [await add_memory(env.sessions, BOB, f"bob note {n}", age_days=50 + n) for n in range(2)]
+    await add_memory(env.sessions, BOB, "fresh note", age_days=1)  # not stale: never read
+
+    run = await night.run()
+
+    prompts = [body["prompt"] for body in env.jev.asked(Question.STALE_KEEP)]
+    texts = await memories_of(env.sessions, ALICE) | await memories_of(env.sessions, BOB)
+    sent = {i for i, text in texts.items() if any(f"Note: {text}\n" in p for p in prompts)}
+    assert sent == {*alice, *bob} and len(prompts) == 5
+    async with env.sessions() as session:
+        reads = list(
+            await session.scalars(
+                select(MemoryLog).where(
+                    MemoryLog.action == "read", MemoryLog.reason == "decay review"
+                )
+            )
+        )
+    assert {(r.actor, r.run_id) for r in reads} == {("nightly", run.id)}
+    read_by_owner = {r.user_id: set(r.after) for r in reads}
+    assert read_by_owner == {ALICE: set(alice), BOB: set(bob)}
 
 
 # --- diary -------------------------------------------------------------------------------
@@ -532,7 +573,7 @@ async def test_a_model_slower_than_the_step_budget_is_a_noted_failure(
     night: Night, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The budget keeps each job under ARQ's 100 s kill; shrink it so the test is quick.
-    monkeypatch.setattr(nightly, "STEP_BUDGET_S", 0.3)
+    monkeypatch.setattr(nightly_steps, "STEP_BUDGET_S", 0.3)
     night.env.jev.answers[Question.WORTH_KEEPING] = 0.9
     slow = Delay(2.0, Text("遅すぎる日記。"))
     night.env.model.responder = responder(writer=lambda body: slow, diary=slow)
@@ -568,7 +609,7 @@ async def test_a_step_waits_briefly_for_the_run_lock_then_gives_up(
     assert await step == "retention"
 
     # Held for longer than the wait (another worker mid-step): this duplicate gives up.
-    monkeypatch.setattr(nightly, "RUN_LOCK_WAIT_MS", 50)
+    monkeypatch.setattr(nightly_run, "RUN_LOCK_WAIT_MS", 50)
     async with sessions() as holder, holder.begin():
         await xact_lock(holder, RUN_LOCK, started.run_id)
         assert await nightly_step(night.env.services, started.run_id, "retention") is None

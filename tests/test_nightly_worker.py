@@ -18,7 +18,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.kit.clock import utcnow
-from app.memory.diary import DIARY_SYSTEM
+from app.nightly.diary import DIARY_SYSTEM
 from tests.support.memory_env import add_message, memories_of
 from tests.support.stack import running_stack
 from tests.support.worker import drain

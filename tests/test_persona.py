@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from app.db import SessionFactory
-from app.models.nightly import StyleOverride
-from app.persona import active_style, compose_persona, load_persona, style_section
+from app.persona import compose_persona, load_persona, style_section
 
 PERSONA = """<!-- format notes: ## Core is fixed, ## Style may be overridden -->
 ## Core
@@ -78,26 +75,3 @@ def test_repo_persona_has_core_and_style(tmp_path: Path) -> None:
     path = tmp_path / "persona.md"
     path.write_text(PERSONA, encoding="utf-8")
     assert "Be formal." in load_persona(path, "Be formal.")
-
-
-async def test_active_style_is_the_newest_unreverted_override(sessions: SessionFactory) -> None:
-    now = datetime.now(UTC)
-    async with sessions() as session, session.begin():
-        session.add_all(
-            [
-                StyleOverride(content="old", created_at=now - timedelta(days=2)),
-                StyleOverride(content="newest but reverted", created_at=now, reverted_at=now),
-                StyleOverride(content="current", created_at=now - timedelta(days=1)),
-            ]
-        )
-
-    async with sessions() as session:
-        active = await active_style(session)
-
-    assert active is not None
-    assert active.content == "current"
-
-
-async def test_no_override_means_no_active_style(sessions: SessionFactory) -> None:
-    async with sessions() as session:
-        assert await active_style(session) is None

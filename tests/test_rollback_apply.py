@@ -14,8 +14,10 @@ from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
 from app.kit.locks import try_xact_lock
-from app.memory import ledger, repository
-from app.memory.rollback import RUN_LOCK, AlreadyRolledBack, RunNotFound, rollback_run
+from app.memory import store
+from app.memory.rollback import AlreadyRolledBack, RunNotFound, rollback_run
+from app.memory.runs import RUN_LOCK
+from app.memory.store import Why
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
@@ -52,34 +54,19 @@ async def change(
     actor: str = "nightly",
     run_id: int | None = None,
 ) -> int:
-    """One logged change, exactly as the write path, decay or a command would make it."""
+    """One logged change, exactly as the write path, decay or a command make it: through
+    the memory store."""
+    reason = "decay" if action == "delete" and actor == "nightly" else "test"
+    why = Why(actor, reason, run_id=run_id)
     async with unit_of_work(sessions) as session:
-        await repository.lock_user(session, user_id)
-        before = after = None
         if action == "add":
-            memory = await repository.insert_memory(session, user_id=user_id, content=content)
-            memory_id, after = memory.id, ledger.snapshot(memory)
+            return (await store.add(session, user_id, content, why)).id
+        assert memory_id is not None
+        if action == "update":
+            [current] = await store.by_ids(session, [memory_id], Why(actor, "test read"))
+            assert await store.rewrite(session, current, content, why) is not None
         else:
-            assert memory_id is not None
-            current = await repository.owned_for_update(session, memory_id, user_id)
-            assert current is not None
-            before = ledger.snapshot(current)
-            if action == "update":
-                updated = await repository.rewrite_memory(session, memory_id, content)
-                after = ledger.snapshot(updated)
-            else:
-                await repository.delete_owned(session, memory_id, user_id)
-        await ledger.log_change(
-            session,
-            action=action,
-            memory_id=memory_id,
-            user_id=user_id,
-            actor=actor,
-            reason="decay" if action == "delete" and actor == "nightly" else "test",
-            before=before,
-            after=after,
-            run_id=run_id,
-        )
+            assert await store.delete_one(session, memory_id, why, owner=user_id) is not None
         return memory_id
 
 

@@ -8,12 +8,12 @@ from typing import Any
 from app.memory.rollback import (
     DeleteOp,
     LogEntry,
-    MemoryState,
     ReinsertOp,
     RestoreOp,
     Skip,
     plan_rollback,
 )
+from app.memory.store import MemoryRecord
 
 ALICE, BOB = 11, 22
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -50,8 +50,8 @@ def dele(log_id: int, memory_id: int, content: str, **extra: Any) -> LogEntry:
     return LogEntry(log_id, memory_id, ALICE, "delete", snap(memory_id, content, **extra), None)
 
 
-def now(memory_id: int, content: str, user_id: int = ALICE) -> MemoryState:
-    return MemoryState(memory_id, user_id, content, "self", T0, T1)
+def now(memory_id: int, content: str, user_id: int = ALICE) -> MemoryRecord:
+    return MemoryRecord(memory_id, user_id, content, "self", T0, T1)
 
 
 def test_an_unchanged_add_is_deleted() -> None:
@@ -102,7 +102,7 @@ def test_an_update_forgotten_after_the_run_is_skipped() -> None:
 def test_a_delete_is_reinserted_with_its_original_id_and_times() -> None:
     plan = plan_rollback([dele(1, 5, "has a cat", source="operator", updated_at=T1)], {})
 
-    assert plan.ops == [ReinsertOp(MemoryState(5, ALICE, "has a cat", "operator", T0, T1))]
+    assert plan.ops == [ReinsertOp(MemoryRecord(5, ALICE, "has a cat", "operator", T0, T1))]
     assert plan.reinserted == [5]
 
 

@@ -13,7 +13,10 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.inbound.frames import MessageCreate
-from app.models import InboxEvent, MemoryLog, Message, Signal
+from app.models.inbox import InboxEvent
+from app.models.memory import MemoryLog
+from app.models.messages import Message
+from app.models.signals import Signal
 from app.turn.events import handle_event
 from app.wiring import open_services
 from tests.support.frames import message_create, reaction_add

@@ -17,7 +17,8 @@ from app.db import SessionFactory
 from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import create_queue
 from app.main import create_app
-from app.models import InboxEvent, Message
+from app.models.inbox import InboxEvent
+from app.models.messages import Message
 from tests.support.frames import frame, message_create, reaction_add
 from tests.support.servers import free_port, serve
 from tests.support.worker import drain

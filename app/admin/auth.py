@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import Settings
-from app.web import get_app_settings
+from app.admin.deps import get_app_settings
 
 ADMIN_PATHS = ("/memory/rollback", "/nightly/")
 DISABLED = "admin API disabled: ADMIN_SECRET is not set"

@@ -6,8 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.admin.auth import require_admin
 from app.admin.schemas import (
@@ -26,10 +24,10 @@ from app.admin.schemas import (
 from app.db import SessionFactory
 from app.kit.clock import utcnow
 from app.kit.queue import JobQueue
-from app.memory.nightly import AlreadyRan, start_nightly_run
+from app.memory import runs
 from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
-from app.models.nightly import NightlyRun, StyleOverride
-from app.web import get_queue, get_sessions
+from app.nightly.run import AlreadyRan, start_nightly_run
+from app.admin.deps import get_queue, get_sessions
 
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
@@ -111,11 +109,9 @@ async def list_runs(
     sessions: Sessions, limit: Annotated[int, Query(ge=1, le=500)] = 50
 ) -> list[NightlyRunBody]:
     async with sessions() as session:
-        runs = list(
-            await session.scalars(select(NightlyRun).order_by(NightlyRun.id.desc()).limit(limit))
-        )
-        styles = await _styles(session, [run.id for run in runs])
-    return [_run_body(run, styles.get(run.id)) for run in runs]
+        found = await runs.newest(session, limit)
+        styles = await runs.style_of_runs(session, [run.id for run in found])
+    return [_run_body(run, styles.get(run.id)) for run in found]
 
 
 @router.get(
@@ -126,23 +122,14 @@ async def list_runs(
 )
 async def get_run(sessions: Sessions, run_id: RunId) -> NightlyRunBody:
     async with sessions() as session:
-        run = await session.get(NightlyRun, run_id)
+        run = await runs.get(session, run_id)
         if run is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, f"no nightly run {run_id}")
-        styles = await _styles(session, [run.id])
+        styles = await runs.style_of_runs(session, [run.id])
     return _run_body(run, styles.get(run.id))
 
 
-async def _styles(session: AsyncSession, run_ids: list[int]) -> dict[int, StyleOverride]:
-    if not run_ids:
-        return {}
-    rows = await session.scalars(
-        select(StyleOverride).where(StyleOverride.run_id.in_(run_ids)).order_by(StyleOverride.id)
-    )
-    return {row.run_id: row for row in rows if row.run_id is not None}
-
-
-def _run_body(run: NightlyRun, style: StyleOverride | None) -> NightlyRunBody:
+def _run_body(run: runs.Run, style: runs.Style | None) -> NightlyRunBody:
     summary = dict(run.summary or {})
     progress = summary.get("progress") or {}
     return NightlyRunBody(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory
 from app.kit.locks import xact_lock
@@ -94,3 +96,22 @@ class SessionStore:
                     set_={"history": statement.excluded.history, "updated_at": func.now()},
                 )
             )
+
+
+async def delete_mentioning(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
+    """Forget whole task sessions whose history ``doomed`` picks (an erasure: a session
+    quotes the channel's lines and names who asked). One per channel, so this is bounded."""
+    rows = (await session.execute(select(AgentSession.channel_id, AgentSession.history))).all()
+    ids = [
+        channel_id
+        for channel_id, history in rows
+        if doomed(json.dumps(history, ensure_ascii=False))
+    ]
+    if not ids:
+        return 0
+    result = await session.execute(
+        delete(AgentSession)
+        .where(AgentSession.channel_id.in_(ids))
+        .returning(AgentSession.channel_id)
+    )
+    return len(result.all())

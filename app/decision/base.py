@@ -1,4 +1,6 @@
-"""The Decider protocol: three typed calls, each returning None when there is no answer."""
+"""The decision boundary's two seams: the ``Decider`` the bot asks (three typed calls, each
+returning None when there is no answer) and the ``AnswerSource`` behind it (the decision
+service over HTTP, or the model in-process), which raises ``NoDecision`` with its reason."""
 
 from __future__ import annotations
 
@@ -60,49 +62,3 @@ def expect_kind(question: Question, kind: Kind) -> None:
     """A question is asked only as its own kind: anything else is a programming error."""
     if question.kind is not kind:
         raise ValueError(f"{question} is a {question.kind} question, not {kind}")
-
-
-class DeciderMethods:
-    """The three typed Decider calls over one ``_answer`` hook that returns None for no answer.
-
-    The kind always comes from the Question, so a boolean question cannot be asked as a choice,
-    and the returned type is checked once more so "no" and "no answer" never blur."""
-
-    async def _answer(
-        self, question: Question, prompt: str, options: Sequence[str] | None
-    ) -> DecisionAnswer | None:
-        raise NotImplementedError
-
-    async def boolean(self, question: Question, prompt: str) -> bool | None:
-        expect_kind(question, Kind.BOOLEAN)
-        value = await self._answer(question, prompt, None)
-        return value if isinstance(value, bool) else None
-
-    async def probability(self, question: Question, prompt: str) -> float | None:
-        expect_kind(question, Kind.PROBABILITY)
-        value = await self._answer(question, prompt, None)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        return float(value)
-
-    async def choice(self, question: Question, prompt: str, options: Sequence[str]) -> str | None:
-        expect_kind(question, Kind.CHOICE)
-        if isinstance(options, str) or not options:
-            raise ValueError(f"{question} needs a non-empty list of options")
-        value = await self._answer(question, prompt, list(options))
-        return value if isinstance(value, str) else None
-
-
-class SourceDecider(DeciderMethods):
-    """Any AnswerSource as a Decider: NoDecision becomes None."""
-
-    def __init__(self, source: AnswerSource) -> None:
-        self._source = source
-
-    async def _answer(
-        self, question: Question, prompt: str, options: Sequence[str] | None
-    ) -> DecisionAnswer | None:
-        try:
-            return await self._source.decide(question, prompt, options)
-        except NoDecision:
-            return None

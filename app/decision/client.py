@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 import httpx
 
-from app.decision.base import DeciderMethods, DecisionAnswer, NoAnswerReason, NoDecision
+from app.decision.base import DecisionAnswer, NoAnswerReason, NoDecision
 from app.decision.vocabulary import Question
 from app.decision.wire import fit_answer, request_body
 
 
-class HttpDecider(DeciderMethods):
-    """A Decider over the decision service. ``decide`` raises NoDecision with its reason;
-    the Decider calls (boolean/probability/choice) return None instead."""
+class HttpDecider:
+    """An AnswerSource over the decision service: ``decide`` raises NoDecision with its
+    reason (the LoggedDecider in front of it turns that into None)."""
 
     def __init__(
         self,
@@ -56,11 +56,3 @@ class HttpDecider(DeciderMethods):
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise NoDecision("body is not JSON", reason=NoAnswerReason.MALFORMED) from None
         return fit_answer(question.kind, options, payload)
-
-    async def _answer(
-        self, question: Question, prompt: str, options: Sequence[str] | None
-    ) -> DecisionAnswer | None:
-        try:
-            return await self.decide(question, prompt, options)
-        except NoDecision:
-            return None

@@ -9,7 +9,7 @@ from app.config import Settings
 from app.decision.base import AnswerSource, Decider
 from app.decision.client import HttpDecider
 from app.decision.logged import LoggedDecider
-from app.jev.decider import AnthropicDecider, InProcessDecider
+from app.decision.model import AnthropicDecider
 
 
 def build_decider(
@@ -23,8 +23,7 @@ def build_decider(
             http, base_url=settings.jev_url, api_key=key, timeout_s=settings.jev_timeout_s
         )
     else:
-        model = AnthropicDecider(
+        source = AnthropicDecider(
             anthropic_client, model=settings.jev_model, timeout_s=settings.jev_timeout_s
         )
-        source = InProcessDecider(model)
     return LoggedDecider(source)

@@ -10,12 +10,12 @@ from prometheus_client import Counter, Histogram
 
 from app.decision.base import (
     AnswerSource,
-    DeciderMethods,
     DecisionAnswer,
     NoAnswerReason,
     NoDecision,
+    expect_kind,
 )
-from app.decision.vocabulary import Question
+from app.decision.vocabulary import Kind, Question
 from app.kit.spend import record_decision
 
 log = logging.getLogger("app.decision")
@@ -35,9 +35,12 @@ DECISION_LATENCY = Histogram(
 ANSWERED = "answered"
 
 
-class LoggedDecider(DeciderMethods):
+class LoggedDecider:
     """The Decider the bot uses: asks ``source`` and records the question id, latency and the
-    answer or the failure kind. The prompt is logged only at debug level."""
+    answer or the failure kind. The prompt is logged only at debug level.
+
+    The kind always comes from the Question, so a boolean question cannot be asked as a
+    choice, and the answer's type is checked once more so "no" and "no answer" never blur."""
 
     def __init__(self, source: AnswerSource) -> None:
         self._source = source
@@ -73,3 +76,22 @@ class LoggedDecider(DeciderMethods):
             log.warning("no decision", extra={**fields, "outcome": outcome, "detail": detail})
         log.debug("decision prompt", extra={"question": question.value, "prompt": prompt})
         return answer
+
+    async def boolean(self, question: Question, prompt: str) -> bool | None:
+        expect_kind(question, Kind.BOOLEAN)
+        value = await self._answer(question, prompt, None)
+        return value if isinstance(value, bool) else None
+
+    async def probability(self, question: Question, prompt: str) -> float | None:
+        expect_kind(question, Kind.PROBABILITY)
+        value = await self._answer(question, prompt, None)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
+    async def choice(self, question: Question, prompt: str, options: Sequence[str]) -> str | None:
+        expect_kind(question, Kind.CHOICE)
+        if isinstance(options, str) or not options:
+            raise ValueError(f"{question} needs a non-empty list of options")
+        value = await self._answer(question, prompt, list(options))
+        return value if isinstance(value, str) else None

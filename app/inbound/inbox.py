@@ -14,10 +14,13 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
+from sqlalchemy import func, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory, unit_of_work
+from app.inbound import steps
 from app.kit.queue import JobQueue
+from app.models.inbox import InboxEvent
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +163,63 @@ async def enqueue_events(queue: JobQueue, event_ids: Sequence[str]) -> int:
     return len(event_ids)
 
 
+# --- the event job's claim and finish -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """An event a job may work on now: its attempt number and the frame as recorded."""
+
+    attempts: int
+    payload: dict[str, Any]
+
+
+async def claim(session: AsyncSession, event_id: str) -> Claimed | None:
+    """Count one more attempt at an unfinished event; None when it is unknown or done."""
+    row = (
+        await session.execute(
+            update(InboxEvent)
+            .where(InboxEvent.id == event_id, InboxEvent.handled_at.is_(None))
+            .values(attempts=InboxEvent.attempts + 1)
+            .returning(InboxEvent.attempts, InboxEvent.payload)
+        )
+    ).one_or_none()
+    return Claimed(int(row[0]), dict(row[1])) if row is not None else None
+
+
+async def mark_handled(session: AsyncSession, event_id: str) -> None:
+    await session.execute(
+        update(InboxEvent).where(InboxEvent.id == event_id).values(handled_at=func.now())
+    )
+
+
+# Recorded gateway frames keep message text for seven days (de-duplication); blank the
+# person's text there too, keeping the rows so a replayed event is still recognised. The
+# command's own frame is left alone: a retried job must still parse it as `!forgetme`.
+_REDACT_OWN_EVENTS = text(
+    """
+    UPDATE inbox SET payload = jsonb_set(payload, '{d,content}', '""')
+    WHERE payload #>> '{d,author,id}' = :user_id AND id <> :own_event
+      AND coalesce(payload #>> '{d,content}', '') <> ''
+    """
+)
+_REDACT_QUOTED_EVENTS = text(
+    """
+    UPDATE inbox SET payload = jsonb_set(payload, '{d,referenced_message,content}', '""')
+    WHERE payload #>> '{d,referenced_message,author,id}' = :user_id
+      AND coalesce(payload #>> '{d,referenced_message,content}', '') <> ''
+    """
+)
+
+
+async def redact_person(session: AsyncSession, user_id: int, *, keep_event: str) -> int:
+    """Blank the person's words in recorded frames (theirs and quotes of theirs); how many."""
+    args = {"user_id": str(user_id), "own_event": keep_event}
+    own = await session.execute(_REDACT_OWN_EVENTS, args)
+    quoted = await session.execute(_REDACT_QUOTED_EVENTS, {"user_id": str(user_id)})
+    return int(getattr(own, "rowcount", 0)) + int(getattr(quoted, "rowcount", 0))
+
+
 _PENDING = text(
     """
     SELECT id FROM inbox
@@ -169,10 +229,6 @@ _PENDING = text(
     """
 )
 _PRUNE = text("DELETE FROM inbox WHERE received_at < now() - make_interval(days => :days)")
-# What a turn did is only needed while its event can still be replayed or retried.
-_PRUNE_STEPS = text(
-    "DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days)"
-)
 
 
 async def sweep_inbox(
@@ -190,9 +246,9 @@ async def sweep_inbox(
 
 
 async def prune_inbox(sessions: SessionFactory) -> int:
-    """The only retention job: forget de-duplication ids (and the per-turn step records that
-    go with them) older than seven days."""
+    """The only retention job: forget de-duplication ids (and the per-event step records
+    that go with them) older than seven days."""
     async with unit_of_work(sessions) as session:
         result = await session.execute(_PRUNE, {"days": DEDUPE_WINDOW.days})
-        await session.execute(_PRUNE_STEPS, {"days": DEDUPE_WINDOW.days})
+        await steps.prune(session, older_than_days=DEDUPE_WINDOW.days)
     return int(getattr(result, "rowcount", 0))

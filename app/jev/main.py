@@ -18,8 +18,8 @@ from fastapi.responses import JSONResponse
 
 from app.chat.anthropic import anthropic_client
 from app.decision.base import NoDecision
+from app.decision.model import AnthropicDecider, ModelTimeout
 from app.decision.wire import DecideRequest, answer_body
-from app.jev.decider import AnthropicDecider, ModelTimeout
 from app.jev.settings import JevSettings
 
 log = logging.getLogger("app.jev")

@@ -1,4 +1,5 @@
-"""The nightly decay review: stale memories, oldest first, kept unless Jev says delete."""
+"""The nightly decay review (seed 000 "Decay"): stale memories, oldest first, kept unless
+Jev explicitly says delete. Reading a record to send it to Jev is a logged read."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import unit_of_work
 from app.decision.vocabulary import STALE_OPTIONS, Question
-from app.memory import ledger, repository
-from app.models.memory import Memory
+from app.memory import store
+from app.memory.store import MemoryRecord, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 STALE_AFTER = timedelta(days=30)
 STALE_CAP = 20  # reviews per night: the cost bound
 DECAY_REASON = "decay"
+ACTOR = "nightly"
 
 
 @dataclass
@@ -36,17 +37,11 @@ async def stale_memory_ids(
     session: AsyncSession, *, cutoff: datetime, limit: int = STALE_CAP
 ) -> list[int]:
     """Memories not updated since ``cutoff``, oldest first, at most ``limit``."""
-    query = (
-        select(Memory.id)
-        .where(Memory.updated_at < cutoff)
-        .order_by(Memory.updated_at, Memory.id)
-        .limit(limit)
-    )
-    return list((await session.scalars(query)).all())
+    return await store.stale_ids(session, cutoff=cutoff, limit=limit)
 
 
-def stale_prompt(content: str, updated_at: datetime, now: datetime) -> str:
-    days = max(0, (now - updated_at).days)
+def stale_prompt(content: str, updated_at: datetime | None, now: datetime) -> str:
+    days = max(0, (now - updated_at).days) if updated_at is not None else 0
     return (
         "A note in a Discord member's long-term profile has not been updated for "
         f"{days} days.\n"
@@ -56,20 +51,15 @@ def stale_prompt(content: str, updated_at: datetime, now: datetime) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Stale:
-    id: int
-    user_id: int
-    content: str
-    updated_at: datetime
-
-
-async def _load(services: Services, ids: Sequence[int], cutoff: datetime) -> list[_Stale]:
-    async with services.sessions() as session:
-        rows = await session.scalars(select(Memory).where(Memory.id.in_(ids)))
-        found = {m.id: _Stale(m.id, m.user_id, m.content, m.updated_at) for m in rows}
-    # Gone, or touched since the list was made: no longer stale, nothing to review.
-    return [found[i] for i in ids if i in found and found[i].updated_at < cutoff]
+async def _load(
+    services: Services, ids: Sequence[int], cutoff: datetime, run_id: int
+) -> list[MemoryRecord]:
+    """The records to review, read (and logged) for the decay review."""
+    why = Why(ACTOR, "decay review", run_id=run_id)
+    async with unit_of_work(services.sessions) as session:
+        records = await store.by_ids(session, ids, why)
+    # Touched since the list was made: no longer stale, nothing to review.
+    return [r for r in records if r.updated_at is not None and r.updated_at < cutoff]
 
 
 async def review_stale(
@@ -77,7 +67,7 @@ async def review_stale(
 ) -> DecayOutcome:
     """Ask ``stale_keep`` for each record; delete only on an explicit ``delete``."""
     outcome = DecayOutcome()
-    records = await _load(services, ids, cutoff)
+    records = await _load(services, ids, cutoff, run_id)
     outcome.skipped.extend(i for i in ids if i not in {r.id for r in records})
     answers = await asyncio.gather(
         *(
@@ -99,30 +89,9 @@ async def review_stale(
     return outcome
 
 
-async def _delete(services: Services, record: _Stale, run_id: int) -> bool:
+async def _delete(services: Services, record: MemoryRecord, run_id: int) -> bool:
     """Delete under the owner's lock, only if the record is exactly what was reviewed."""
+    why = Why(ACTOR, DECAY_REASON, run_id=run_id, trigger=f"nightly:{run_id}:decay:{record.id}")
     async with unit_of_work(services.sessions) as session:
-        await repository.lock_user(session, record.user_id)
-        current = await repository.owned_for_update(session, record.id, record.user_id)
-        if (
-            current is None
-            or current.content != record.content
-            or current.updated_at != record.updated_at
-        ):
-            return False
-        before = ledger.snapshot(current)
-        await repository.delete_owned(session, record.id, record.user_id)
-        await ledger.log_change(
-            session,
-            action="delete",
-            memory_id=record.id,
-            user_id=record.user_id,
-            actor="nightly",
-            reason=DECAY_REASON,
-            before=before,
-            after=None,
-            run_id=run_id,
-            trigger=f"nightly:{run_id}:decay:{record.id}",
-        )
-    ledger.count_changes("nightly", "delete")
-    return True
+        gone = await store.delete_one(session, record.id, why, expected=record)
+    return gone is not None

@@ -1,22 +1,27 @@
-"""Job bodies for memory work; app/worker.py registers them with ARQ and passes Services."""
+"""Step 11 as a job of its own: after a reply is posted, run the memory write path over the
+exchange and record that it ran; a sweep re-enqueues the job of any posted reply whose job
+was lost (Redis flushed, worker gone). app/worker.py registers these with ARQ."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.channel import log as channel_log
+from app.channel.exchange import EXCHANGE_SIZE, Line, build_exchange
+from app.db import unit_of_work
+from app.inbound import steps
+from app.inbound.steps import Step
 from app.kit.logs import log_context
-from app.memory.exchange import Exchange, Line
 from app.memory.write_path import WriteOutcome, run_write_path
-from app.models.messages import Message
 from app.services import Services
 
 logger = logging.getLogger(__name__)
 
-EXCHANGE_SIZE = 6
+REMEMBER = "remember_after_reply"
+
+
+def remember_job_id(trigger_message_id: int) -> str:
+    return f"remember:{trigger_message_id}"
 
 
 async def remember_after_reply(
@@ -27,18 +32,41 @@ async def remember_after_reply(
     reply_message_id: int | None,
     speaker_id: int,
 ) -> WriteOutcome:
-    """Extraction after a reply: the channel's last six messages up to the bot's reply."""
+    """Extraction after a reply, then a durable record that it ran (whatever it did)."""
+    outcome = await _extract(
+        services,
+        channel_id=channel_id,
+        trigger_message_id=trigger_message_id,
+        reply_message_id=reply_message_id,
+        speaker_id=speaker_id,
+    )
+    async with unit_of_work(services.sessions) as session:
+        await steps.record(session, str(trigger_message_id), Step.REMEMBERED, {})
+    return outcome
+
+
+async def _extract(
+    services: Services,
+    *,
+    channel_id: int,
+    trigger_message_id: int,
+    reply_message_id: int | None,
+    speaker_id: int,
+) -> WriteOutcome:
+    """The channel's last six messages up to the bot's reply, through the write path."""
     if not services.settings.memory_active:
         return WriteOutcome(stopped="memory_off")
     with log_context(channel_id=channel_id, trigger_id=trigger_message_id):
         async with services.sessions() as session:
-            messages = await exchange_messages(
+            messages = await channel_log.exchange_messages(
                 session,
                 channel_id=channel_id,
                 trigger_message_id=trigger_message_id,
                 reply_message_id=reply_message_id,
+                size=EXCHANGE_SIZE,
             )
-        exchange = build_exchange(messages, speaker_id=speaker_id)
+        lines = [Line(m.author_id, m.author_name, m.is_bot, m.content) for m in messages]
+        exchange = build_exchange(lines, speaker_id=speaker_id)
         outcome = await run_write_path(
             services, exchange, actor="extraction", trigger=f"reply:{trigger_message_id}"
         )
@@ -56,51 +84,24 @@ async def remember_after_reply(
         return outcome
 
 
-async def exchange_messages(
-    session: AsyncSession,
-    *,
-    channel_id: int,
-    trigger_message_id: int,
-    reply_message_id: int | None,
-) -> list[Message]:
-    """Up to six live messages, oldest first, ending at the reply (or the trigger).
-
-    The trigger always stays in: if more than four messages came between it and the reply,
-    it takes the oldest slot."""
-    anchor_ids = [i for i in (reply_message_id, trigger_message_id) if i is not None]
-    anchors = {
-        m.id: m
-        for m in await session.scalars(
-            select(Message).where(Message.id.in_(anchor_ids), Message.channel_id == channel_id)
+async def resume_lost_memory_jobs(
+    services: Services, *, grace_s: float = 180.0, limit: int = 200
+) -> int:
+    """Re-enqueue memory jobs that should have run; the job id and the write path's trigger
+    keep a job that is merely slow from running twice."""
+    if not services.settings.memory_active:
+        return 0
+    async with services.sessions() as session:
+        lost = await steps.replies_not_remembered(session, grace_s=grace_s, limit=limit)
+    for reply in lost:
+        await services.queue.enqueue(
+            REMEMBER,
+            reply.channel_id,
+            reply.trigger_message_id,
+            reply.reply_message_id,
+            reply.speaker_id,
+            job_id=remember_job_id(reply.trigger_message_id),
         )
-    }
-    end = anchors.get(reply_message_id or 0) or anchors.get(trigger_message_id)
-    if end is None:
-        return []
-    query = (
-        select(Message)
-        .where(
-            Message.channel_id == channel_id,
-            Message.deleted_at.is_(None),
-            (Message.created_at < end.created_at)
-            | ((Message.created_at == end.created_at) & (Message.id <= end.id)),
-        )
-        .order_by(Message.created_at.desc(), Message.id.desc())
-        .limit(EXCHANGE_SIZE)
-    )
-    recent = list(reversed((await session.scalars(query)).all()))
-    trigger = anchors.get(trigger_message_id)
-    if trigger is not None and trigger.deleted_at is None and trigger not in recent:
-        recent = [trigger, *recent[-(EXCHANGE_SIZE - 1) :]]
-    return recent
-
-
-def build_exchange(messages: Sequence[Message], *, speaker_id: int) -> Exchange:
-    """Pure: rows to an Exchange; the speaker's name is the one on their newest line."""
-    lines = tuple(Line(m.author_id, m.author_name, m.is_bot, m.content) for m in messages)
-    names = [line.author_name for line in lines if line.author_id == speaker_id]
-    return Exchange(
-        speaker_id=speaker_id,
-        speaker_name=names[-1] if names else str(speaker_id),
-        lines=lines,
-    )
+    if lost:
+        logger.info("lost memory jobs re-enqueued", extra={"count": len(lost)})
+    return len(lost)

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.memory.exchange import Exchange, Line
+from app.channel.exchange import Exchange, Line
 
 MAX_FACT_CHARS = 300
 SUBJECTS = ("speaker", "other", "none")

@@ -4,20 +4,11 @@ rendered as a single system block. Nobody else's memories are ever loaded."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.memory import ledger, repository
-
-
-@dataclass(frozen=True, slots=True)
-class RecalledMemory:
-    id: int
-    user_id: int
-    content: str
-    updated_at: datetime
+from app.memory import store
+from app.memory.store import MemoryRecord, Why
 
 
 async def recall_for_prompt(
@@ -25,22 +16,20 @@ async def recall_for_prompt(
     *,
     user_ids: Sequence[int],
     actor: str = "reply",
-    limit: int = repository.RECENT_LIMIT,
-) -> list[RecalledMemory]:
+    limit: int = store.RECENT_LIMIT,
+) -> list[MemoryRecord]:
     """Up to ``limit`` memories per user, newest first, grouped in ``user_ids`` order.
 
-    Each read is logged (flushed, committed by the caller), even one that finds nothing."""
-    recalled: list[RecalledMemory] = []
-    for user_id in dict.fromkeys(user_ids):  # each person once, order kept
-        rows = await repository.recent_memories(session, user_id, limit)
-        await ledger.log_read(
-            session, user_id=user_id, ids=[m.id for m in rows], actor=actor, reason="recall"
-        )
-        recalled.extend(RecalledMemory(m.id, m.user_id, m.content, m.updated_at) for m in rows)
+    Each read is logged (committed by the caller), even one that finds nothing."""
+    people = list(dict.fromkeys(user_ids))  # each person once, order kept
+    await store.lock_owners(session, people)
+    recalled: list[MemoryRecord] = []
+    for user_id in people:
+        recalled += await store.recent(session, user_id, Why(actor, "recall"), limit=limit)
     return recalled
 
 
-def render_memory_block(memories: Sequence[RecalledMemory], names: Mapping[int, str]) -> str | None:
+def render_memory_block(memories: Sequence[MemoryRecord], names: Mapping[int, str]) -> str | None:
     """The one system block the reply prompt carries, or None when there is nothing."""
     if not memories:
         return None

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.channel.exchange import Exchange
 from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
 from app.kit.clock import utcnow
-from app.memory import ledger, repository
-from app.memory.erasure import erased_since
-from app.memory.exchange import Exchange
+from app.memory import store
 from app.memory.prompts import (
     VerdictLine,
     add_prompt,
@@ -29,13 +26,14 @@ from app.memory.prompts import (
     writer_request,
     writer_system,
 )
-from app.models.memory import Memory
+from app.memory.store import MemoryRecord, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
 
 WRITER_MAX_TOKENS = 300
 ERASURE_MARGIN = timedelta(seconds=5)
+ERASURE_ACTOR = "forgetme"
 
 
 @dataclass
@@ -55,18 +53,9 @@ class WriteOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadRecord:
-    """A memory as it was read: the apply step re-checks content and updated_at."""
-
-    id: int
-    content: str
-    updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class Plan:
-    deletes: list[ReadRecord]
-    updates: list[tuple[ReadRecord, str]]
+    deletes: list[MemoryRecord]
+    updates: list[tuple[MemoryRecord, str]]
     add: str | None
     add_reason: str
 
@@ -95,39 +84,27 @@ async def run_write_path(
         return WriteOutcome(stopped="no_answer")
     if worth < YES_THRESHOLD:
         return WriteOutcome(stopped="not_worth_keeping")
-    records = await _read(services.sessions, speaker, actor, run_id, trigger)
+    why = Why(actor=actor, run_id=run_id, trigger=trigger)
+    records = await _read(services.sessions, speaker, why)
     verdicts = await asyncio.gather(*(_verdict(services, exchange, r) for r in records))
     add_reason = await _decide_add(services, exchange, records, verdicts)
     outcome = WriteOutcome()
     plan = await _write_texts(services, exchange, records, verdicts, add_reason, outcome)
-    return await _apply(services.sessions, speaker, plan, outcome, actor, run_id, trigger, read_at)
+    return await _apply(services.sessions, speaker, plan, outcome, why, read_at)
 
 
 async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str) -> bool:
     async with sessions() as session:
-        return await ledger.trigger_applied(session, user_id=speaker, trigger=trigger)
+        return await store.trigger_applied(session, user_id=speaker, trigger=trigger)
 
 
-async def _read(
-    sessions: SessionFactory, speaker: int, actor: str, run_id: int | None, trigger: str | None
-) -> list[ReadRecord]:
+async def _read(sessions: SessionFactory, speaker: int, why: Why) -> list[MemoryRecord]:
     """Step 3: up to ten memories, newest first, read and logged under the user's lock."""
     async with unit_of_work(sessions) as session:
-        await repository.lock_user(session, speaker)
-        rows = await repository.recent_memories(session, speaker)
-        await ledger.log_read(
-            session,
-            user_id=speaker,
-            ids=[m.id for m in rows],
-            actor=actor,
-            reason="write path",
-            run_id=run_id,
-            trigger=trigger,
-        )
-        return [ReadRecord(m.id, m.content, m.updated_at) for m in rows]
+        return await store.recent(session, speaker, replace(why, reason="write path"))
 
 
-async def _verdict(services: Services, exchange: Exchange, record: ReadRecord) -> str | None:
+async def _verdict(services: Services, exchange: Exchange, record: MemoryRecord) -> str | None:
     """Step 4, one record: None (no answer) leaves it untouched."""
     return await services.decider.choice(
         Question.MEMORY_VERDICT, verdict_prompt(exchange, record.content), VERDICT_OPTIONS
@@ -137,7 +114,7 @@ async def _verdict(services: Services, exchange: Exchange, record: ReadRecord) -
 async def _decide_add(
     services: Services,
     exchange: Exchange,
-    records: list[ReadRecord],
+    records: list[MemoryRecord],
     verdicts: list[str | None],
 ) -> str | None:
     """Step 5: a first memory is allowed outright; otherwise Jev weighs it against the verdicts.
@@ -155,7 +132,7 @@ async def _decide_add(
 async def _write_texts(
     services: Services,
     exchange: Exchange,
-    records: list[ReadRecord],
+    records: list[MemoryRecord],
     verdicts: list[str | None],
     add_reason: str | None,
     outcome: WriteOutcome,
@@ -209,127 +186,54 @@ async def _write(
     return _Discarded(written.fact) if written.fact else None
 
 
-def _unchanged(current: Memory | None, record: ReadRecord) -> bool:
-    return (
-        current is not None
-        and current.content == record.content
-        and current.updated_at == record.updated_at
-    )
-
-
 async def _apply(
     sessions: SessionFactory,
     speaker: int,
     plan: Plan,
     outcome: WriteOutcome,
-    actor: str,
-    run_id: int | None,
-    trigger: str | None,
+    why: Why,
     read_at: datetime,
 ) -> WriteOutcome:
-    """Step 7: deletes, updates, then the add, each logged, in one locked transaction."""
+    """Step 7: deletes, updates, then the add, each logged, in one locked transaction.
+
+    A record that changed since it was read is skipped: the later change wins."""
     if not (plan.deletes or plan.updates or plan.add):
         return outcome
     async with unit_of_work(sessions) as session:
-        await repository.lock_user(session, speaker)
-        if trigger is not None and await ledger.trigger_applied(
-            session, user_id=speaker, trigger=trigger
+        await store.lock_owners(session, [speaker])
+        if why.trigger is not None and await store.trigger_applied(
+            session, user_id=speaker, trigger=why.trigger
         ):
             outcome.stopped = "already_applied"
             return outcome
-        if await erased_since(session, speaker, read_at):
+        if await store.erased_since(session, speaker, read_at, ERASURE_ACTOR):
             outcome.stopped = "erased"
             return outcome
-        log = _Logger(session, speaker, actor, run_id, trigger)
-        touched = [r.id for r in plan.deletes] + [r.id for r, _ in plan.updates]
-        current = await repository.owned_for_update_many(session, touched, speaker)
         for record in plan.deletes:
-            await _apply_delete(session, speaker, record, current.get(record.id), outcome, log)
+            verdict = replace(why, reason="memory_verdict: delete")
+            gone = await store.delete_one(session, record.id, verdict, expected=record)
+            _settle(record, "delete", gone is not None, outcome.deleted, outcome)
         for record, text in plan.updates:
-            await _apply_update(
-                session, speaker, record, text, current.get(record.id), outcome, log
-            )
+            verdict = replace(why, reason="memory_verdict: update")
+            done = await store.rewrite(session, record, text, verdict)
+            _settle(record, "update", done is not None, outcome.updated, outcome)
         if plan.add is not None:
-            memory = await repository.insert_memory(session, user_id=speaker, content=plan.add)
-            await log("add", memory.id, plan.add_reason, None, ledger.snapshot(memory))
-            outcome.added.append(memory.id)
-    ledger.count_changes(actor, "delete", len(outcome.deleted))
-    ledger.count_changes(actor, "update", len(outcome.updated))
-    ledger.count_changes(actor, "add", len(outcome.added))
+            added = await store.add(
+                session, speaker, plan.add, replace(why, reason=plan.add_reason)
+            )
+            outcome.added.append(added.id)
     return outcome
 
 
-@dataclass(frozen=True, slots=True)
-class _Logger:
-    session: AsyncSession
-    speaker: int
-    actor: str
-    run_id: int | None
-    trigger: str | None
-
-    async def __call__(
-        self,
-        action: str,
-        memory_id: int,
-        reason: str,
-        before: dict[str, object] | None,
-        after: dict[str, object] | None,
-    ) -> None:
-        await ledger.log_change(
-            self.session,
-            action=action,
-            memory_id=memory_id,
-            user_id=self.speaker,
-            actor=self.actor,
-            reason=reason,
-            before=before,
-            after=after,
-            run_id=self.run_id,
-            trigger=self.trigger,
-        )
-
-
-async def _apply_delete(
-    session: AsyncSession,
-    speaker: int,
-    record: ReadRecord,
-    current: Memory | None,
-    outcome: WriteOutcome,
-    log: _Logger,
+def _settle(
+    record: MemoryRecord, verdict: str, applied: bool, done: list[int], outcome: WriteOutcome
 ) -> None:
-    if not _unchanged(current, record):
-        _skip(record, "delete", outcome)
+    if applied:
+        done.append(record.id)
         return
-    assert current is not None
-    before = ledger.snapshot(current)
-    await repository.delete_owned(session, record.id, speaker)
-    await log("delete", record.id, "memory_verdict: delete", before, None)
-    outcome.deleted.append(record.id)
-
-
-async def _apply_update(
-    session: AsyncSession,
-    speaker: int,
-    record: ReadRecord,
-    text: str,
-    current: Memory | None,
-    outcome: WriteOutcome,
-    log: _Logger,
-) -> None:
-    if not _unchanged(current, record):
-        _skip(record, "update", outcome)
-        return
-    assert current is not None
-    before = ledger.snapshot(current)
-    updated = await repository.rewrite_memory(session, record.id, text)
-    await log("update", record.id, "memory_verdict: update", before, ledger.snapshot(updated))
-    outcome.updated.append(record.id)
-
-
-def _skip(record: ReadRecord, action: str, outcome: WriteOutcome) -> None:
     # Someone else (another run, a command) changed or removed it since our read: theirs wins.
     logger.info(
         "memory verdict skipped: record changed since read",
-        extra={"memory_id": record.id, "verdict": action},
+        extra={"memory_id": record.id, "verdict": verdict},
     )
     outcome.skipped.append(record.id)

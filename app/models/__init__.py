@@ -1,25 +1,9 @@
-"""SQLAlchemy tables, one module per aggregate; importing this package registers them all."""
+"""SQLAlchemy tables, one module per aggregate; importing this package registers them all.
 
-from app.models.agent import AgentSession
+Only ``Base`` is exported: each table is used through its one owner module (see the
+import-linter contracts in pyproject.toml), never imported from here."""
+
+from app.models import agent, inbox, memory, messages, nightly, signals, structured
 from app.models.base import Base
-from app.models.inbox import CompletedStep, InboxEvent
-from app.models.memory import Episode, Memory, MemoryLog, Observation, Pin
-from app.models.messages import Message
-from app.models.nightly import NightlyRun, StyleOverride
-from app.models.signals import Signal
 
-__all__ = [
-    "AgentSession",
-    "Base",
-    "CompletedStep",
-    "Episode",
-    "InboxEvent",
-    "Memory",
-    "MemoryLog",
-    "Message",
-    "NightlyRun",
-    "Observation",
-    "Pin",
-    "Signal",
-    "StyleOverride",
-]
+__all__ = ["Base", "agent", "inbox", "memory", "messages", "nightly", "signals", "structured"]

@@ -25,11 +25,12 @@ class InboxEvent(Base):
 
 
 class CompletedStep(Base):
-    """A durable record that one side effect of one job has happened (exactly-once turns)."""
+    """A durable record that one step of one event's job has happened (exactly-once turns)."""
 
     __tablename__ = "completed_steps"
 
-    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    event_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    step: Mapped[str] = mapped_column(Text, primary_key=True)
     result: Mapped[Json | None]
     done_at: Mapped[CreatedAt]
 

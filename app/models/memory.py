@@ -1,4 +1,4 @@
-"""Per-person memories, their ledger, and seed 001's pins, episodes and observations."""
+"""Per-person memories and their ledger (owned by app.memory.store alone)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
+from app.models.base import Base, CreatedAt, Json, Snowflake
 
 SOURCES = ("self", "operator", "import")
 ACTORS = (
@@ -80,61 +80,4 @@ class MemoryLog(Base):
             "trigger",
             postgresql_where=text("trigger IS NOT NULL"),
         ),
-    )
-
-
-class Observation(Base):
-    __tablename__ = "observations"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
-    channel_id: Mapped[Snowflake]
-    user_id: Mapped[Snowflake]
-    kind: Mapped[str] = mapped_column(Text)
-    message_id: Mapped[Snowflake | None]
-    content: Mapped[str] = mapped_column(Text, server_default=text("''"))
-    event_id: Mapped[str | None] = mapped_column(Text, unique=True)
-    created_at: Mapped[CreatedAt]
-    consumed_at: Mapped[Timestamp | None]
-
-    __table_args__ = (
-        Index(
-            "ix_observations_unconsumed",
-            "channel_id",
-            "id",
-            postgresql_where=text("consumed_at IS NULL"),
-        ),
-        Index("ix_observations_user_id", "user_id"),
-    )
-
-
-class Episode(Base):
-    __tablename__ = "episodes"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
-    channel_id: Mapped[Snowflake]
-    content: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[CreatedAt]
-
-    __table_args__ = (Index("ix_episodes_channel_recent", "channel_id", text("created_at DESC")),)
-
-
-class Pin(Base):
-    __tablename__ = "pins"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
-    scope: Mapped[str] = mapped_column(Text)
-    channel_id: Mapped[Snowflake | None]
-    content: Mapped[str] = mapped_column(Text)
-    source: Mapped[str] = mapped_column(Text, server_default=text("'operator'"))
-    created_by: Mapped[Snowflake]
-    created_at: Mapped[CreatedAt]
-
-    __table_args__ = (
-        CheckConstraint("scope IN ('global', 'channel')", name="scope"),
-        CheckConstraint(
-            "(scope = 'global' AND channel_id IS NULL)"
-            " OR (scope = 'channel' AND channel_id IS NOT NULL)",
-            name="scope_channel",
-        ),
-        Index("ix_pins_channel", "channel_id"),
     )

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import logging
 
-from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel import log as channel_log
+from app.channel import signals
 from app.db import unit_of_work
+from app.inbound import inbox
 from app.inbound.frames import (
     Event,
+    EventData,
     EventType,
     MessageCreate,
     MessageDelete,
     MessageDeleteBulk,
     MessageUpdate,
+    ReactionAdd,
     parse_dispatch,
 )
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
-from app.memory import consolidation, observations
-from app.models import InboxEvent
 from app.services import Services
-from app.turn import channel_log, reactions
+from app.structured import consolidation, observations
 from app.turn.pipeline import run_turn
 
 log = logging.getLogger(__name__)
@@ -41,32 +44,20 @@ async def handle_event(services: Services, event_id: str) -> None:
     ):
         await _route(services, event, event_id)
         async with unit_of_work(services.sessions) as session:
-            await session.execute(
-                update(InboxEvent).where(InboxEvent.id == event_id).values(handled_at=utcnow())
-            )
+            await inbox.mark_handled(session, event_id)
 
 
 async def _claim(services: Services, event_id: str) -> Event | None:
     """Count the attempt; None when the event is unknown, done, or given up on."""
     async with unit_of_work(services.sessions) as session:
-        claimed = (
-            await session.execute(
-                update(InboxEvent)
-                .where(InboxEvent.id == event_id, InboxEvent.handled_at.is_(None))
-                .values(attempts=InboxEvent.attempts + 1)
-                .returning(InboxEvent.attempts, InboxEvent.payload)
-            )
-        ).one_or_none()
+        claimed = await inbox.claim(session, event_id)
         if claimed is None:
             return None
-        attempts, payload = claimed
-        if attempts > MAX_ATTEMPTS:
-            await session.execute(
-                update(InboxEvent).where(InboxEvent.id == event_id).values(handled_at=utcnow())
-            )
+        if claimed.attempts > MAX_ATTEMPTS:
+            await inbox.mark_handled(session, event_id)
             log.error("event given up after repeated failures", extra={"event_id": event_id})
             return None
-    parsed = parse_dispatch(dict(payload))
+    parsed = parse_dispatch(claimed.payload)
     return parsed if isinstance(parsed, Event) else None
 
 
@@ -90,7 +81,7 @@ async def _route(services: Services, event: Event, event_id: str) -> None:
                 )
                 await channel_log.mark_deleted(session, ids, utcnow())
             case _:
-                await reactions.record_reaction(session, data, services.bot_user_id)
+                await record_reaction(session, data, services.bot_user_id)
                 await observations.observe_reaction(
                     session,
                     event.type,
@@ -100,6 +91,26 @@ async def _route(services: Services, event: Event, event_id: str) -> None:
                     bot_user_id=services.bot_user_id,
                 )
     await consolidation.enqueue_if_due(services, data.channel_id)
+
+
+async def record_reaction(session: AsyncSession, data: EventData, bot_id: int) -> bool:
+    """Seed 002: only reactions added by someone other than the bot, on a message the bot
+    authored, become signals. Removals never take a signal back. True when new."""
+    if not isinstance(data, ReactionAdd) or data.user_id == bot_id:
+        return False
+    author = data.message_author_id
+    if author is None:
+        logged = await channel_log.get_message(session, data.message_id)
+        author = logged.author_id if logged is not None else None
+    if author != bot_id:
+        return False
+    return await signals.add_signal(
+        session,
+        message_id=data.message_id,
+        user_id=data.user_id,
+        kind="reaction",
+        value=data.emoji.value,
+    )
 
 
 __all__ = ["EventType", "handle_event"]

@@ -14,23 +14,26 @@ from typing import Any
 from prometheus_client import Counter
 
 from app.agent import TaskRequest
+from app.channel import log as channel_log
+from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, Purpose
+from app.commands.dispatch import handle_command
+from app.commands.parser import parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
+from app.inbound import steps
 from app.inbound.frames import MessageCreate
+from app.inbound.steps import Step
 from app.kit.clock import utcnow
-from app.memory import consolidation, observations
-from app.memory.prompt_memory import PromptMemory, prompt_memory
-from app.persona import active_style, load_persona
+from app.memory import runs
+from app.memory.jobs import REMEMBER, remember_job_id
+from app.persona import load_persona
 from app.services import Services
-from app.turn import channel_log, steps
-from app.turn.commands import parse_command
-from app.turn.dispatch import handle_command
+from app.structured import consolidation, observations
+from app.structured.recall import PromptMemory, prompt_memory
 from app.turn.prompt import ChatLine, assemble_prompt, task_lines
-from app.turn.reactions import add_signal
-from app.turn.remembering import REMEMBER, remember_job_id
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class Context:
     persona: str
     participant_ids: list[int]  # human authors in the history tail, newest first
     names: dict[int, str]
-    done: dict[str, dict[str, Any]]  # what an earlier run of this turn already did
+    done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,16 +161,15 @@ def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
 # 7. Context -----------------------------------------------------------------------------
 
 
-TURN_STEPS = ("react", "reply-text", "reply")
+TURN_STEPS = (Step.REACT, Step.REPLY_TEXT, Step.REPLY)
 
 
 async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
     """The last 20 messages, the persona with the active style, and this turn's progress."""
-    keys = {steps.step_key(event_id, step): step for step in TURN_STEPS}
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
-        style = await active_style(session)
-        done = await steps.done_many(session, list(keys))
+        style = await runs.active_style(session)
+        done = await steps.done_many(session, event_id, TURN_STEPS)
     conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
     persona = load_persona(services.settings.persona_path, style.content if style else None)
     humans = [m for m in reversed(recent) if not m.is_bot]
@@ -176,7 +178,7 @@ async def load_context(services: Services, message: MessageCreate, event_id: str
         persona=persona,
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
         names={m.author_id: m.author_name for m in reversed(humans)},
-        done={keys[key]: result for key, result in done.items()},
+        done=done,
     )
 
 
@@ -195,8 +197,7 @@ async def react(
     services: Services, message: MessageCreate, context: Context, event_id: str
 ) -> bool:
     """Add the acknowledgement reaction first; True when an emoji alone is enough."""
-    key = steps.step_key(event_id, "react")
-    decided = context.done.get("react")
+    decided = context.done.get(Step.REACT)
     if decided is None:
         prompt = _decision_prompt(message, context)
         palette = services.settings.reaction_emojis
@@ -206,7 +207,10 @@ async def react(
         )
         async with unit_of_work(services.sessions) as session:
             decided = await steps.record(
-                session, key, {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True}
+                session,
+                event_id,
+                Step.REACT,
+                {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True},
             )
     try:
         await services.discord.add_reaction(message.channel_id, message.id, decided["emoji"])
@@ -233,7 +237,7 @@ async def recall(
 ) -> PromptMemory | None:
     """The reply prompt's memory part (pins, memories, episodes); every read is logged.
     None when an earlier run of this turn already fixed the reply text."""
-    if "reply-text" in context.done:
+    if Step.REPLY_TEXT in context.done:
         return None
     async with unit_of_work(services.sessions) as session:
         return await prompt_memory(
@@ -255,15 +259,16 @@ async def respond(
     memory: PromptMemory | None,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after."""
-    text_key = steps.step_key(event_id, "reply-text")
-    posted, planned = context.done.get("reply"), context.done.get("reply-text")
+    posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
         text, failed = await _compose(services, message, context, memory, wants_task=wants_task)
         async with unit_of_work(services.sessions) as session:
-            planned = await steps.record(session, text_key, {"text": text, "failed": failed})
+            planned = await steps.record(
+                session, event_id, Step.REPLY_TEXT, {"text": text, "failed": failed}
+            )
     return await _post(services, message, event_id, planned["text"], bool(planned["failed"]))
 
 
@@ -347,9 +352,13 @@ async def _post(
                 reply_to_id=message.id,
                 created_at=now,
             )
-        await steps.record(
-            session, steps.step_key(event_id, "reply"), {"message_ids": ids, "failed": failed}
-        )
+        posted = {
+            "message_ids": ids,
+            "failed": failed,
+            "channel_id": str(message.channel_id),
+            "speaker_id": str(message.author.id),
+        }
+        await steps.record(session, event_id, Step.REPLY, posted)
     return Reply(message_ids=ids, failed=failed or not ids)
 
 

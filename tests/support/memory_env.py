@@ -1,5 +1,6 @@
 """Memory tests' world: FakeJev, FakeAnthropic and FakeDiscord on real local ports, and the
-real clients (HttpDecider, AnthropicChat, DiscordClient) over them, bundled as Services."""
+real clients (HttpDecider behind the LoggedDecider, AnthropicChat, DiscordClient) over them,
+bundled as Services."""
 
 from __future__ import annotations
 
@@ -14,15 +15,16 @@ import anthropic
 import httpx
 from sqlalchemy import select
 
+from app.channel.exchange import Exchange, Line
 from app.chat.anthropic import AnthropicChat
 from app.chat.fake import FakeAnthropic
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.client import HttpDecider
 from app.decision.fake import FakeJev
+from app.decision.logged import LoggedDecider
 from app.discord.client import DiscordClient
 from app.discord.fake import FakeDiscord
-from app.memory.exchange import Exchange, Line
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
 from app.services import Services
@@ -67,7 +69,7 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
             settings=settings,
             sessions=sessions,
             discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
-            decider=HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0),
+            decider=LoggedDecider(HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0)),
             chat=AnthropicChat(sdk, model="fake-model"),
             queue=RecordingQueue(),
             bot_user_id=BOT_ID,

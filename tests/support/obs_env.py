@@ -12,9 +12,9 @@ from sqlalchemy import select
 
 from app.chat.fake import Reply, Text
 from app.db import SessionFactory, unit_of_work
-from app.memory.consolidation import EPISODE_SYSTEM
-from app.memory.observations import Kind, observe
-from app.models.memory import Episode, Observation
+from app.models.structured import Episode, Observation
+from app.structured.consolidation import EPISODE_SYSTEM
+from app.structured.observations import Kind, observe
 from tests.support.memory_env import add_message
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.base import ChatFailed, ChatModel, Purpose
-from app.models.messages import Message
 
 DIARY_MESSAGES = 30
 DIARY_MAX_TOKENS = 200
@@ -27,24 +22,6 @@ class DiaryLine:
     author_name: str
     is_bot: bool
     content: str
-
-
-async def last_messages(
-    session: AsyncSession, *, start: datetime, end: datetime, limit: int = DIARY_MESSAGES
-) -> list[DiaryLine]:
-    """The window's newest ``limit`` messages, both sides, oldest first; deleted ones never."""
-    query = (
-        select(Message)
-        .where(
-            Message.created_at >= start,
-            Message.created_at < end,
-            Message.deleted_at.is_(None),
-        )
-        .order_by(Message.created_at.desc(), Message.id.desc())
-        .limit(limit)
-    )
-    rows = list((await session.scalars(query)).all())
-    return [DiaryLine(m.author_name, m.is_bot, m.content) for m in reversed(rows)]
 
 
 def diary_request(lines: list[DiaryLine]) -> str:

@@ -4,20 +4,34 @@ Thin queries; the staff commands decide who may call them, recall reads them int
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models.memory import Pin
+from app.models.structured import Pin
 
 Scope = Literal["channel", "global"]
 MAX_PIN_CHARS = 500
+MAX_PINS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class PinRecord:
+    id: int
+    scope: str
+    channel_id: int | None
+    content: str
+
+
+def _record(pin: Pin) -> PinRecord:
+    return PinRecord(pin.id, pin.scope, pin.channel_id, pin.content)
 
 
 async def add_pin(
     session: AsyncSession, *, scope: Scope, channel_id: int | None, content: str, created_by: int
-) -> tuple[Pin, bool]:
+) -> tuple[PinRecord, bool]:
     """Insert a pin; ``(pin, created)``. The same fact pinned again by the same person in the
     same place returns the existing pin, so a retried command does not pin twice."""
     where_channel = Pin.channel_id.is_(None) if channel_id is None else Pin.channel_id == channel_id
@@ -30,18 +44,32 @@ async def add_pin(
         )
     )
     if existing is not None:
-        return existing, False
+        return _record(existing), False
     pin = Pin(scope=scope, channel_id=channel_id, content=content, created_by=created_by)
     pin.source = "operator"
     session.add(pin)
     await session.flush()
     await session.refresh(pin)
-    return pin, True
+    return _record(pin), True
 
 
-async def remove_pin(session: AsyncSession, pin_id: int) -> Pin | None:
+async def remove_pin(session: AsyncSession, pin_id: int) -> PinRecord | None:
     """Delete one pin; the deleted row, or None when there was no such pin."""
     query = (
         delete(Pin).where(Pin.id == pin_id).returning(Pin).execution_options(populate_existing=True)
     )
-    return (await session.scalars(query)).one_or_none()
+    gone = (await session.scalars(query)).one_or_none()
+    return _record(gone) if gone is not None else None
+
+
+async def pinned_facts(session: AsyncSession, channel_id: int) -> list[str]:
+    """Global pins, then this channel's, oldest first within each (at most MAX_PINS)."""
+    query = (
+        select(Pin.content)
+        .where(
+            or_(Pin.scope == "global", (Pin.scope == "channel") & (Pin.channel_id == channel_id))
+        )
+        .order_by((Pin.scope == "channel").asc(), Pin.id)
+        .limit(MAX_PINS)
+    )
+    return list((await session.scalars(query)).all())

@@ -19,20 +19,17 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.channel import log as channel_log
+from app.channel.exchange import Exchange, Line, build_exchange
+from app.channel.log import LoggedMessage
 from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
-from app.memory import episodes, observations
-from app.memory.exchange import Exchange, Line
-from app.memory.observations import Kind
 from app.memory.write_path import WriteOutcome, run_write_path
-from app.models.memory import Observation
-from app.models.messages import Message
 from app.services import Services
+from app.structured import episodes, observations
+from app.structured.observations import Kind, ObservationRecord
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +40,6 @@ LOCK_NAMESPACE = "consolidate-channel"
 # facts wait for the per-reply and nightly paths, which read the channel log.
 MAX_OBSERVATIONS = 100
 MAX_AUTHORS = 5
-EXCHANGE_SIZE = 6
 LINE_CHARS = 300
 EPISODE_MAX_TOKENS = 500
 EPISODE_MAX_CHARS = 1500
@@ -165,11 +161,10 @@ async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutc
     exchanges = author_exchanges(batch.seen, batch.names, bot_user_id=services.bot_user_id)
     await _feed_authors(services, batch, exchanges, outcome)
     async with unit_of_work(services.sessions) as session:
-        episode = await episodes.add_episode(
+        outcome.episode_id = await episodes.add_episode(
             session, channel_id, summary, services.settings.memory_episodes_per_channel
         )
         outcome.consumed = await observations.mark_consumed(session, batch.ids)
-    outcome.episode_id = episode.id
     return outcome
 
 
@@ -177,15 +172,15 @@ async def _read_batch(sessions: SessionFactory, channel_id: int) -> Batch:
     async with sessions() as session:
         rows = await observations.unconsumed(session, channel_id, MAX_OBSERVATIONS)
         message_ids = {r.message_id for r in rows if r.message_id is not None}
-        messages = await _messages(session, message_ids)
+        messages = await channel_log.messages_by_id(session, message_ids)
         users = {r.user_id for r in rows} | {m.author_id for m in messages.values()}
-        names = await _names(session, channel_id, users)
+        names = await channel_log.display_names(session, channel_id, users)
         previous = await episodes.recent_episodes(session, channel_id, 1)
     seen = [_see(r, messages) for r in rows]
     return Batch(channel_id, seen, names, previous[0].content if previous else None)
 
 
-def _see(row: Observation, messages: Mapping[int, Message]) -> Seen:
+def _see(row: ObservationRecord, messages: Mapping[int, LoggedMessage]) -> Seen:
     message = messages.get(row.message_id) if row.message_id is not None else None
     content = row.content
     if row.kind in (Kind.MESSAGE, Kind.BOT_MESSAGE) and message is not None:
@@ -196,29 +191,9 @@ def _see(row: Observation, messages: Mapping[int, Message]) -> Seen:
         kind=row.kind,
         message_id=row.message_id,
         content=content,
-        deleted=message is not None and message.deleted_at is not None,
+        deleted=message is not None and message.deleted,
         target_author=message.author_id if message is not None else None,
     )
-
-
-async def _messages(session: AsyncSession, ids: set[int]) -> dict[int, Message]:
-    if not ids:
-        return {}
-    rows = await session.scalars(select(Message).where(Message.id.in_(ids)))
-    return {m.id: m for m in rows}
-
-
-async def _names(session: AsyncSession, channel_id: int, users: set[int]) -> dict[int, str]:
-    """Each user's newest display name in this channel's log."""
-    if not users:
-        return {}
-    query = (
-        select(Message.author_id, Message.author_name)
-        .where(Message.channel_id == channel_id, Message.author_id.in_(users))
-        .order_by(Message.author_id, Message.created_at.desc())
-        .distinct(Message.author_id)
-    )
-    return {author: name for author, name in (await session.execute(query)).tuples()}
 
 
 # --- the episode -----------------------------------------------------------------------
@@ -325,10 +300,9 @@ def author_exchanges(
     newest_first = sorted(by_author, key=lambda a: by_author[a][-1].id, reverse=True)
     chunks: list[AuthorChunk] = []
     for author in newest_first[:MAX_AUTHORS]:
-        said = by_author[author][-EXCHANGE_SIZE:]
         name = names.get(author) or str(author)
-        lines = tuple(Line(author, name, False, s.content) for s in said)
-        exchange = Exchange(speaker_id=author, speaker_name=name, lines=lines)
+        lines = [Line(author, name, False, s.content) for s in by_author[author]]
+        exchange = build_exchange(lines, speaker_id=author)
         chunks.append(AuthorChunk(author, exchange, seen[0].id, seen[-1].id))
     return chunks
 

@@ -1,6 +1,6 @@
 """MEM-07 staff commands: review and edit anyone's memories, and manage operator pins.
 
-The turn's dispatcher has already checked the author is staff. Every memory read and change
+The dispatcher has already checked the author is staff. Every memory read and change
 is in `memory_log` with actor `staff` (the staff member's id in the reason); pins are not
 memories, so pin changes go to the structured log with the staff member's id instead.
 A memory listing is sent by DM to the staff member, never into the (possibly public) channel."""
@@ -10,17 +10,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
-
+from app.commands.memory import preview
+from app.commands.parser import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
-from app.memory import ledger, pins, repository
-from app.memory.commands import preview
-from app.models.memory import Memory
+from app.memory import store
+from app.memory.store import Why
 from app.services import Services
-from app.turn.commands import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
+from app.structured import pins
 
 logger = logging.getLogger(__name__)
 
@@ -79,27 +77,13 @@ async def _answer(services: Services, message: MessageCreate, text: str) -> None
 
 
 async def _list_memories(services: Services, message: MessageCreate, user_id: int) -> None:
+    why = Why(ACTOR, _reason(message, "!bot memory"))
     async with unit_of_work(services.sessions) as session:
-        rows = list(
-            await session.scalars(
-                select(Memory)
-                .where(Memory.user_id == user_id)
-                .order_by(Memory.updated_at.desc(), Memory.id.desc())
-                .limit(LISTING_LIMIT + 1)
-            )
-        )
-        shown = rows[:LISTING_LIMIT]
-        total = len(shown) if len(rows) <= LISTING_LIMIT else await _count(session, user_id)
-        await ledger.log_read(
-            session,
-            user_id=user_id,
-            ids=[m.id for m in shown],
-            actor=ACTOR,
-            reason=_reason(message, "!bot memory"),
-        )
-        listing = format_staff_listing(
-            user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
-        )
+        shown = await store.recent(session, user_id, why, limit=LISTING_LIMIT)
+        total = await store.count(session, user_id) if len(shown) == LISTING_LIMIT else len(shown)
+    listing = format_staff_listing(
+        user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
+    )
     try:
         await services.discord.send_dm(
             message.author.id, listing, nonce_key=f"staff-memory:{message.id}"
@@ -114,36 +98,14 @@ async def _list_memories(services: Services, message: MessageCreate, user_id: in
     await _answer(services, message, listing_sent(user_id, len(shown)))
 
 
-async def _count(session: AsyncSession, user_id: int) -> int:
-    query = select(func.count()).select_from(Memory).where(Memory.user_id == user_id)
-    total = await session.scalar(query)
-    return int(total or 0)
-
-
 async def _forget_fact(services: Services, message: MessageCreate, memory_id: int) -> None:
+    why = Why(ACTOR, _reason(message, "!bot forget-fact"), trigger=f"staff:{message.id}")
     async with unit_of_work(services.sessions) as session:
-        owner = await session.scalar(select(Memory.user_id).where(Memory.id == memory_id))
-        gone = None
-        if owner is not None:
-            # The owner's lock, as the write path takes it, so no extraction races the delete.
-            await repository.lock_user(session, owner)
-            gone = await repository.delete_owned(session, memory_id, owner)
-        if gone is not None:
-            await ledger.log_change(
-                session,
-                action="delete",
-                memory_id=gone.id,
-                user_id=gone.user_id,
-                actor=ACTOR,
-                reason=_reason(message, "!bot forget-fact"),
-                before=ledger.snapshot(gone),
-                after=None,
-                trigger=f"staff:{message.id}",
-            )
+        # Under the owner's lock, as the write path takes it: no extraction races the delete.
+        gone = await store.delete_one(session, memory_id, why)
     if gone is None:
         await _answer(services, message, f"No memory with id {memory_id} was found.")
         return
-    ledger.count_changes(ACTOR, "delete")
     logger.info(
         "staff forget-fact",
         extra={"staff_id": message.author.id, "memory_id": memory_id, "user_id": gone.user_id},

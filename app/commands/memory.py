@@ -1,6 +1,6 @@
 """`!memory show | forget <id> | forget all`: a person's own memories, and nobody else's.
 
-The turn's dispatcher parses the command and calls one of these. Answers go to the channel as
+The dispatcher parses the command and calls one of these. Answers go to the channel as
 a reply to the command; the listing itself only ever goes by DM."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
-from app.memory import ledger, repository
+from app.memory import store
+from app.memory.store import Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
@@ -61,11 +62,8 @@ async def memory_show(
 ) -> None:
     """DM the author up to ten of their memories (read logged with actor `command`)."""
     async with unit_of_work(services.sessions) as session:
-        rows = await repository.recent_memories(session, author_id)
-        await ledger.log_read(
-            session, user_id=author_id, ids=[m.id for m in rows], actor=ACTOR, reason="show"
-        )
-        listing = format_listing([(m.id, m.content) for m in rows])
+        rows = await store.recent(session, author_id, Why(ACTOR, "show"))
+    listing = format_listing([(m.id, m.content) for m in rows])
     try:
         await services.discord.send_dm(author_id, listing, nonce_key=f"memory-show:{trigger_id}")
     except DiscordError as exc:
@@ -81,23 +79,11 @@ async def memory_forget(
 ) -> None:
     """Delete one memory if, and only if, it is the author's own."""
     async with unit_of_work(services.sessions) as session:
-        await repository.lock_user(session, author_id)
-        gone = await repository.delete_owned(session, memory_id, author_id)
-        if gone is not None:
-            await ledger.log_change(
-                session,
-                action="delete",
-                memory_id=gone.id,
-                user_id=author_id,
-                actor=ACTOR,
-                reason="!memory forget",
-                before=ledger.snapshot(gone),
-                after=None,
-            )
+        why = Why(ACTOR, "!memory forget")
+        gone = await store.delete_one(session, memory_id, why, owner=author_id)
     if gone is None:
         await _answer(services, channel_id, trigger_id, not_found(memory_id))
         return
-    ledger.count_changes(ACTOR, "delete")
     await _answer(services, channel_id, trigger_id, f"Done: I forgot memory {memory_id}.")
 
 
@@ -106,20 +92,7 @@ async def memory_forget_all(
 ) -> None:
     """Delete every memory the author has, each delete logged with its before state."""
     async with unit_of_work(services.sessions) as session:
-        await repository.lock_user(session, author_id)
-        gone = await repository.delete_all_owned(session, author_id)
-        for memory in gone:
-            await ledger.log_change(
-                session,
-                action="delete",
-                memory_id=memory.id,
-                user_id=author_id,
-                actor=ACTOR,
-                reason="!memory forget all",
-                before=ledger.snapshot(memory),
-                after=None,
-            )
-    ledger.count_changes(ACTOR, "delete", len(gone))
+        gone = await store.delete_owned_by(session, author_id, Why(ACTOR, "!memory forget all"))
     text = (
         FORGET_ALL_NONE
         if not gone

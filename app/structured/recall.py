@@ -7,16 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import RecallScope, Settings
-from app.memory.episodes import recent_episodes
 from app.memory.recall import recall_for_prompt, render_memory_block
-from app.models.memory import Episode, Pin
+from app.structured.episodes import recent_episodes
+from app.structured.pins import pinned_facts
 
 SUMMARY_EPISODES = 3
-MAX_PINS = 20
 # Participants beyond the speaker, in the order given (the lead passes newest author first):
 # a busy channel must not pull twenty people's memories into one prompt.
 MAX_PARTICIPANTS = 8
@@ -68,36 +66,23 @@ async def prompt_memory(
     pins = await pinned_facts(session, channel_id)
     memories = await recall_for_prompt(session, user_ids=user_ids, actor="reply")
     blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
-    episodes = await recent_episodes(session, channel_id, SUMMARY_EPISODES)
+    episodes = [e.content for e in await recent_episodes(session, channel_id, SUMMARY_EPISODES)]
     return PromptMemory(
         channel_summary=render_summary(episodes),
         memory_block="\n\n".join(blocks) if blocks else None,
     )
 
 
-async def pinned_facts(session: AsyncSession, channel_id: int) -> list[Pin]:
-    """Global pins, then this channel's, oldest first within each."""
-    query = (
-        select(Pin)
-        .where(
-            or_(Pin.scope == "global", (Pin.scope == "channel") & (Pin.channel_id == channel_id))
-        )
-        .order_by((Pin.scope == "channel").asc(), Pin.id)
-        .limit(MAX_PINS)
-    )
-    return list((await session.scalars(query)).all())
-
-
-def render_pins(pins: Sequence[Pin]) -> str | None:
+def render_pins(pins: Sequence[str]) -> str | None:
     if not pins:
         return None
-    facts = "\n".join(f"- {p.content}" for p in pins)
+    facts = "\n".join(f"- {content}" for content in pins)
     return f"Facts the operators pinned for this place (treat them as true):\n{facts}"
 
 
-def render_summary(episodes: Sequence[Episode]) -> str | None:
-    """The newest episodes, oldest first, as the prompt's channel summary."""
+def render_summary(episodes: Sequence[str]) -> str | None:
+    """The newest episodes (given newest first), oldest first, as the channel summary."""
     if not episodes:
         return None
-    texts = "\n\n".join(e.content for e in reversed(episodes))
+    texts = "\n\n".join(reversed(episodes))
     return f"What this channel has been about recently (oldest first):\n\n{texts}"

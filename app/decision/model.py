@@ -1,7 +1,8 @@
 """The decision model itself: one forced tool call to a small Anthropic model, validated.
 
 It never guesses: a failed call, a timeout or an answer that does not fit the request raise
-a typed error. ``InProcessDecider`` is the same code as a Decider, without the HTTP hop."""
+a typed error. The decision service serves it over HTTP; with JEV_URL unset the bot asks it
+in-process, without the HTTP hop."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any
 import anthropic
 from anthropic.types import Message, ToolParam
 
-from app.decision.base import DeciderMethods, DecisionAnswer, NoAnswerReason, NoDecision
+from app.decision.base import DecisionAnswer, NoAnswerReason, NoDecision
+from app.decision.instructions import system_prompt
 from app.decision.vocabulary import Kind, Question
 from app.decision.wire import UnfitAnswer, fit_answer
-from app.jev.instructions import system_prompt
 
 # Room for one tool call with a short JSON input; the answer is never prose.
 MAX_TOKENS = 256
@@ -99,26 +100,3 @@ class AnthropicDecider:
             raise ModelFailed(f"decision model answered {exc.status_code}") from None
         except anthropic.AnthropicError as exc:
             raise ModelFailed(f"decision model call failed: {type(exc).__name__}") from None
-
-
-class InProcessDecider(DeciderMethods):
-    """The decider without the HTTP hop (JEV_URL unset): the errors become None."""
-
-    def __init__(self, decider: AnthropicDecider) -> None:
-        self._decider = decider
-
-    def __repr__(self) -> str:
-        return f"InProcessDecider({self._decider!r})"
-
-    async def decide(
-        self, question: Question, prompt: str, options: Sequence[str] | None
-    ) -> DecisionAnswer:
-        return await self._decider.decide(question, prompt, options)
-
-    async def _answer(
-        self, question: Question, prompt: str, options: Sequence[str] | None
-    ) -> DecisionAnswer | None:
-        try:
-            return await self.decide(question, prompt, options)
-        except NoDecision:
-            return None

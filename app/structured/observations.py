@@ -7,12 +7,15 @@ row filed under someone else (what MEM-09's erasure relies on)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel.log import message_authors
 from app.inbound.frames import (
     EventType,
     MessageCreate,
@@ -22,8 +25,7 @@ from app.inbound.frames import (
     ReactionRemoveAll,
     ReactionRemoveEmoji,
 )
-from app.models.memory import Observation
-from app.models.messages import Message
+from app.models.structured import Observation
 
 EXCERPT_CHARS = 200
 # The user of an event that names nobody (a reaction clear by a moderator, an edit or delete
@@ -207,16 +209,6 @@ async def observe_reaction(
     )
 
 
-async def message_authors(session: AsyncSession, ids: Sequence[int]) -> dict[int, int]:
-    """Message id → author id, for the messages the channel log knows."""
-    if not ids:
-        return {}
-    rows = await session.execute(
-        select(Message.id, Message.author_id).where(Message.id.in_(list(ids)))
-    )
-    return {message_id: author_id for message_id, author_id in rows.tuples()}
-
-
 async def _author_of(session: AsyncSession, message_id: int) -> int:
     return (await message_authors(session, [message_id])).get(message_id, UNKNOWN_USER)
 
@@ -237,7 +229,18 @@ async def should_consolidate(session: AsyncSession, channel_id: int, every: int)
     return await unconsumed_count(session, channel_id, up_to=every) >= every
 
 
-async def unconsumed(session: AsyncSession, channel_id: int, limit: int) -> list[Observation]:
+@dataclass(frozen=True, slots=True)
+class ObservationRecord:
+    id: int
+    channel_id: int
+    user_id: int
+    kind: str
+    message_id: int | None
+    content: str
+    created_at: datetime
+
+
+async def unconsumed(session: AsyncSession, channel_id: int, limit: int) -> list[ObservationRecord]:
     """The channel's oldest unconsumed observations, oldest first (rides the partial index)."""
     query = (
         select(Observation)
@@ -245,7 +248,12 @@ async def unconsumed(session: AsyncSession, channel_id: int, limit: int) -> list
         .order_by(Observation.id)
         .limit(limit)
     )
-    return list((await session.scalars(query)).all())
+    return [
+        ObservationRecord(
+            o.id, o.channel_id, o.user_id, o.kind, o.message_id, o.content, o.created_at
+        )
+        for o in await session.scalars(query)
+    ]
 
 
 async def mark_consumed(session: AsyncSession, ids: Sequence[int]) -> int:
@@ -259,3 +267,11 @@ async def mark_consumed(session: AsyncSession, ids: Sequence[int]) -> int:
         .returning(Observation.id)
     )
     return len(result.scalars().all())
+
+
+async def delete_by_user(session: AsyncSession, user_id: int) -> int:
+    """Every observation filed under the person (an erasure)."""
+    result = await session.execute(
+        delete(Observation).where(Observation.user_id == user_id).returning(Observation.id)
+    )
+    return len(result.all())

@@ -1,16 +1,11 @@
-"""Step 4: run a parsed chat command. Commands never produce a model reply."""
+"""Seed 002 step 4: run a parsed chat command once per trigger. Commands never produce a
+model reply; each answers the person in the channel (or by DM where the seed says so)."""
 
 from __future__ import annotations
 
-from app.config import Settings
-from app.db import unit_of_work
-from app.inbound.frames import MessageCreate
-from app.memory.commands import memory_forget, memory_forget_all, memory_show
-from app.memory.erasure import forget_me
-from app.memory.staff import run_staff_command
-from app.services import Services
-from app.turn import steps
-from app.turn.commands import (
+from app.commands.forgetme import forget_me
+from app.commands.memory import memory_forget, memory_forget_all, memory_show
+from app.commands.parser import (
     Command,
     ForgetMe,
     MemoryForget,
@@ -19,6 +14,13 @@ from app.turn.commands import (
     StaffCommand,
     Usage,
 )
+from app.commands.staff import run_staff_command
+from app.config import Settings
+from app.db import unit_of_work
+from app.inbound import steps
+from app.inbound.frames import MessageCreate
+from app.inbound.steps import Step
+from app.services import Services
 
 NOT_STAFF = "Sorry, only staff can use `!bot` commands."
 
@@ -34,13 +36,12 @@ async def handle_command(
     services: Services, command: Command, message: MessageCreate, event_id: str
 ) -> None:
     """Run ``command`` once per trigger, even if the job is retried."""
-    key = steps.step_key(event_id, "command")
     async with services.sessions() as session:
-        if await steps.done(session, key) is not None:
+        if await steps.done(session, event_id, Step.COMMAND) is not None:
             return
     await _run(services, command, message)
     async with unit_of_work(services.sessions) as session:
-        await steps.record(session, key, {"command": type(command).__name__})
+        await steps.record(session, event_id, Step.COMMAND, {"command": type(command).__name__})
 
 
 async def _run(services: Services, command: Command, message: MessageCreate) -> None:

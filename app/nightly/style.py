@@ -6,17 +6,14 @@ and ``app.persona`` never lets an override replace it."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel.signals import SignalLine
 from app.chat.base import ChatFailed, ChatModel, Purpose
-from app.models.messages import Message
-from app.models.signals import Signal
-from app.persona import active_style, clean_style, style_section
+from app.memory import runs
+from app.persona import clean_style, style_section
 
 SIGNAL_CAP = 60  # the newest signals of the day; bounds the prompt
 STYLE_MAX_TOKENS = 600
@@ -33,31 +30,9 @@ STYLE_SYSTEM = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SignalLine:
-    kind: str
-    value: str
-    bot_text: str | None
-
-
-async def window_signals(
-    session: AsyncSession, *, start: datetime, end: datetime, limit: int = SIGNAL_CAP
-) -> list[SignalLine]:
-    """The window's reactions and corrections with the bot message each one is about."""
-    query = (
-        select(Signal.kind, Signal.value, Message.content)
-        .outerjoin(Message, Message.id == Signal.message_id)
-        .where(Signal.created_at >= start, Signal.created_at < end)
-        .order_by(Signal.created_at.desc(), Signal.id.desc())
-        .limit(limit)
-    )
-    rows = (await session.execute(query)).all()
-    return [SignalLine(kind, value, bot_text) for kind, value, bot_text in reversed(rows)]
-
-
 async def current_style(session: AsyncSession, persona_path: str) -> str:
     """The style in force now: the active override, else the persona file's section."""
-    override = await active_style(session)
+    override = await runs.active_style(session)
     if override is not None:
         return override.content
     return await asyncio.to_thread(_file_style, persona_path)

@@ -1,0 +1,64 @@
+"""The unit the memory write path reads: a few rendered lines and the one speaker they are
+about. One builder serves the reply path, the channel consolidation and the nightly run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+# Seed 000: "the last six messages" of an exchange; nightly chunks are sixes too.
+EXCHANGE_SIZE = 6
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    author_id: int
+    author_name: str
+    is_bot: bool
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """Up to six messages, oldest first, and the one person whose memories may change."""
+
+    speaker_id: int
+    speaker_name: str
+    lines: tuple[Line, ...]
+
+    def render(self) -> str:
+        return "\n".join(f"{line.author_name}: {line.content}" for line in self.lines)
+
+    @property
+    def usable(self) -> bool:
+        """Nothing to learn unless the speaker actually said something."""
+        return any(
+            line.author_id == self.speaker_id and not line.is_bot and line.content.strip()
+            for line in self.lines
+        )
+
+
+def build_exchange(lines: Iterable[Line], *, speaker_id: int) -> Exchange:
+    """The newest six lines, oldest first, about ``speaker_id``; the speaker's name is the
+    one on their newest line."""
+    kept = tuple(lines)[-EXCHANGE_SIZE:]
+    names = [line.author_name for line in kept if line.author_id == speaker_id]
+    return Exchange(
+        speaker_id=speaker_id,
+        speaker_name=names[-1] if names else str(speaker_id),
+        lines=kept,
+    )
+
+
+def in_sixes(items: Sequence[T], *, keep: int) -> list[list[T]]:
+    """Chunks of six cut from the newest end, the newest ``keep`` chunks, oldest first (so a
+    later chunk can update what an earlier one added)."""
+    chunks: list[list[T]] = []
+    end = len(items)
+    while end > 0 and len(chunks) < keep:
+        chunks.append(list(items[max(0, end - EXCHANGE_SIZE) : end]))
+        end -= EXCHANGE_SIZE
+    return chunks[::-1]

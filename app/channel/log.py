@@ -1,0 +1,307 @@
+"""The channel log: the one owner of `messages`. Both sides of every conversation, edits
+and deletes applied, each write idempotent; readers get plain `LoggedMessage`s."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+
+from app.inbound.frames import MessageCreate, MessageUpdate
+from app.kit.sql import any_array
+from app.models.messages import Message
+
+CONTEXT_SIZE = 20
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedMessage:
+    id: int
+    channel_id: int
+    guild_id: int | None
+    author_id: int
+    author_name: str
+    is_bot: bool
+    content: str
+    reply_to_id: int | None
+    created_at: datetime
+    deleted: bool = False
+
+
+def _plain(row: Message) -> LoggedMessage:
+    return LoggedMessage(
+        id=row.id,
+        channel_id=row.channel_id,
+        guild_id=row.guild_id,
+        author_id=row.author_id,
+        author_name=row.author_name,
+        is_bot=row.is_bot,
+        content=row.content,
+        reply_to_id=row.reply_to_id,
+        created_at=row.created_at,
+        deleted=row.deleted_at is not None,
+    )
+
+
+# --- writes -----------------------------------------------------------------------------------
+
+
+async def log_message(session: AsyncSession, message: MessageCreate) -> bool:
+    """Append a message; True the first time, False when it is already logged."""
+    result = await session.execute(
+        insert(Message)
+        .values(
+            id=message.id,
+            channel_id=message.channel_id,
+            guild_id=message.guild_id,
+            author_id=message.author.id,
+            author_name=message.author_name,
+            is_bot=message.author.bot,
+            content=message.content,
+            reply_to_id=message.reply_to_id,
+            created_at=message.timestamp,
+        )
+        .on_conflict_do_nothing(index_elements=[Message.id])
+        .returning(Message.id)
+    )
+    return result.scalar_one_or_none() is not None
+
+
+async def log_bot_message(
+    session: AsyncSession,
+    *,
+    message_id: int,
+    channel_id: int,
+    guild_id: int | None,
+    bot_user_id: int,
+    bot_name: str,
+    content: str,
+    reply_to_id: int | None,
+    created_at: datetime,
+) -> None:
+    await session.execute(
+        insert(Message)
+        .values(
+            id=message_id,
+            channel_id=channel_id,
+            guild_id=guild_id,
+            author_id=bot_user_id,
+            author_name=bot_name,
+            is_bot=True,
+            content=content,
+            reply_to_id=reply_to_id,
+            created_at=created_at,
+        )
+        .on_conflict_do_nothing(index_elements=[Message.id])
+    )
+
+
+async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -> bool:
+    """Apply an edit's new content; partial updates without content change nothing."""
+    if edit.content is None:
+        return False
+    result = await session.execute(
+        update(Message)
+        .where(Message.id == edit.id, Message.deleted_at.is_(None))
+        .values(content=edit.content, edited_at=edit.edited_timestamp or at)
+        .returning(Message.id)
+    )
+    return result.scalar_one_or_none() is not None
+
+
+async def mark_deleted(session: AsyncSession, ids: Sequence[int], at: datetime) -> int:
+    result = await session.execute(
+        update(Message)
+        .where(Message.id.in_(ids), Message.deleted_at.is_(None))
+        .values(deleted_at=at)
+        .returning(Message.id)
+    )
+    return len(result.all())
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+async def get_message(session: AsyncSession, message_id: int) -> LoggedMessage | None:
+    row = await session.get(Message, message_id)
+    return _plain(row) if row is not None else None
+
+
+async def messages_by_id(session: AsyncSession, ids: Collection[int]) -> dict[int, LoggedMessage]:
+    """These messages as logged (deleted ones included, marked)."""
+    if not ids:
+        return {}
+    rows = await session.scalars(select(Message).where(Message.id.in_(list(ids))))
+    return {row.id: _plain(row) for row in rows}
+
+
+async def message_authors(session: AsyncSession, ids: Collection[int]) -> dict[int, int]:
+    """Message id → author id, for the messages the log knows."""
+    if not ids:
+        return {}
+    rows = await session.execute(
+        select(Message.id, Message.author_id).where(Message.id.in_(list(ids)))
+    )
+    return {message_id: author_id for message_id, author_id in rows.tuples()}
+
+
+async def recent_messages(
+    session: AsyncSession,
+    channel_id: int,
+    *,
+    limit: int = CONTEXT_SIZE,
+    before_id: int | None = None,
+) -> list[LoggedMessage]:
+    """The channel's last ``limit`` messages, oldest first, deleted ones excluded."""
+    query = select(Message).where(Message.channel_id == channel_id, Message.deleted_at.is_(None))
+    if before_id is not None:
+        query = query.where(Message.id <= before_id)
+    rows = await session.scalars(query.order_by(Message.created_at.desc()).limit(limit))
+    return [_plain(row) for row in reversed(rows.all())]
+
+
+async def exchange_messages(
+    session: AsyncSession,
+    *,
+    channel_id: int,
+    trigger_message_id: int,
+    reply_message_id: int | None,
+    size: int,
+) -> list[LoggedMessage]:
+    """Up to ``size`` live messages, oldest first, ending at the reply (or the trigger).
+
+    The trigger always stays in: if too many messages came between it and the reply, it
+    takes the oldest slot."""
+    anchors = await messages_by_id(
+        session, [i for i in (reply_message_id, trigger_message_id) if i is not None]
+    )
+    anchors = {i: m for i, m in anchors.items() if m.channel_id == channel_id}
+    end = anchors.get(reply_message_id or 0) or anchors.get(trigger_message_id)
+    if end is None:
+        return []
+    query = (
+        select(Message)
+        .where(
+            Message.channel_id == channel_id,
+            Message.deleted_at.is_(None),
+            (Message.created_at < end.created_at)
+            | ((Message.created_at == end.created_at) & (Message.id <= end.id)),
+        )
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(size)
+    )
+    recent = [_plain(row) for row in reversed((await session.scalars(query)).all())]
+    trigger = anchors.get(trigger_message_id)
+    if trigger is not None and not trigger.deleted and trigger.id not in {m.id for m in recent}:
+        recent = [trigger, *recent[-(size - 1) :]]
+    return recent
+
+
+async def live_messages(session: AsyncSession, ids: Collection[int]) -> list[LoggedMessage]:
+    """These messages as they read now (edits applied, deleted ones left out), oldest first."""
+    rows = await session.scalars(
+        select(Message)
+        .where(Message.id.in_(list(ids)), Message.deleted_at.is_(None))
+        .order_by(Message.created_at, Message.id)
+    )
+    return [_plain(row) for row in rows]
+
+
+def _newest_per_author(start: datetime, end: datetime, per_author: int) -> Select[tuple[Message]]:
+    rank = (
+        func.row_number()
+        .over(
+            partition_by=Message.author_id,
+            order_by=(Message.created_at.desc(), Message.id.desc()),
+        )
+        .label("rank")
+    )
+    ranked = (
+        select(Message, rank)
+        .where(
+            Message.created_at >= start,
+            Message.created_at < end,
+            Message.is_bot.is_(False),
+            Message.deleted_at.is_(None),
+        )
+        .subquery()
+    )
+    newest = aliased(Message, ranked)
+    return select(newest).where(ranked.c.rank <= per_author)
+
+
+async def newest_human_messages(
+    session: AsyncSession, *, start: datetime, end: datetime, per_author: int
+) -> list[LoggedMessage]:
+    """The window's live human messages, only each author's newest ``per_author``."""
+    rows = await session.scalars(_newest_per_author(start, end, per_author))
+    return [_plain(row) for row in rows]
+
+
+async def last_messages(
+    session: AsyncSession, *, start: datetime, end: datetime, limit: int
+) -> list[LoggedMessage]:
+    """The window's newest ``limit`` messages, both sides, oldest first; deleted ones never."""
+    query = (
+        select(Message)
+        .where(
+            Message.created_at >= start,
+            Message.created_at < end,
+            Message.deleted_at.is_(None),
+        )
+        .order_by(Message.created_at.desc(), Message.id.desc())
+        .limit(limit)
+    )
+    return [_plain(row) for row in reversed((await session.scalars(query)).all())]
+
+
+async def display_names(
+    session: AsyncSession, channel_id: int, users: Collection[int]
+) -> dict[int, str]:
+    """Each user's newest display name in this channel's log."""
+    if not users:
+        return {}
+    query = (
+        select(Message.author_id, Message.author_name)
+        .where(Message.channel_id == channel_id, Message.author_id.in_(list(users)))
+        .order_by(Message.author_id, Message.created_at.desc())
+        .distinct(Message.author_id)
+    )
+    return {author: name for author, name in (await session.execute(query)).tuples()}
+
+
+# --- erasure and import -----------------------------------------------------------------------
+
+
+async def author_names(session: AsyncSession, user_id: int) -> list[str]:
+    """Every display name the person's logged messages carry."""
+    rows = await session.scalars(
+        select(Message.author_name).where(Message.author_id == user_id).distinct()
+    )
+    return list(rows)
+
+
+async def delete_by_author(session: AsyncSession, user_id: int) -> int:
+    result = await session.execute(
+        delete(Message).where(Message.author_id == user_id).returning(Message.id)
+    )
+    return len(result.all())
+
+
+async def existing_ids(session: AsyncSession, ids: Collection[int]) -> set[int]:
+    rows = await session.scalars(select(Message.id).where(Message.id == any_array(ids)))
+    return set(rows)
+
+
+async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert logged messages as given (an import); ones that exist by now are skipped."""
+    if not rows:
+        return 0
+    statement = insert(Message).on_conflict_do_nothing().returning(Message.id)
+    return len((await session.execute(statement, list(rows))).all())

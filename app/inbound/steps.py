@@ -1,0 +1,109 @@
+"""Per-event step records: what a job already did for one gateway event, so a retried or
+replayed job does each side effect once. The one owner of `completed_steps`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models.inbox import CompletedStep
+
+
+class Step(StrEnum):
+    COMMAND = "command"  # a chat command ran (its answer may still be pending)
+    REACT = "react"  # the reaction was chosen (emoji, and whether it is enough)
+    REPLY_TEXT = "reply-text"  # the reply's text was fixed before posting
+    REPLY = "reply"  # the reply was posted (message ids)
+    REMEMBERED = "remembered"  # the memory write path ran after the reply
+
+
+async def done(session: AsyncSession, event_id: str, step: Step) -> dict[str, Any] | None:
+    """The recorded result of a finished step, or None if it has not happened."""
+    row = await session.get(CompletedStep, (event_id, step.value))
+    return dict(row.result or {}) if row is not None else None
+
+
+async def done_many(
+    session: AsyncSession, event_id: str, wanted: Iterable[Step]
+) -> dict[Step, dict[str, Any]]:
+    """The recorded results among ``wanted`` (a missing step did not happen), in one read."""
+    rows = await session.scalars(
+        select(CompletedStep).where(
+            CompletedStep.event_id == event_id,
+            CompletedStep.step.in_([step.value for step in wanted]),
+        )
+    )
+    return {Step(row.step): dict(row.result or {}) for row in rows}
+
+
+async def record(
+    session: AsyncSession, event_id: str, step: Step, result: dict[str, Any]
+) -> dict[str, Any]:
+    """Record a step once; a concurrent or earlier record wins and its result is returned."""
+    await session.execute(
+        insert(CompletedStep)
+        .values(event_id=event_id, step=step.value, result=result)
+        .on_conflict_do_nothing()
+    )
+    return await done(session, event_id, step) or result
+
+
+@dataclass(frozen=True, slots=True)
+class PostedReply:
+    """A reply the bot posted for a message: what the memory job needs to run."""
+
+    trigger_message_id: int
+    channel_id: int
+    speaker_id: int
+    reply_message_id: int
+
+
+# Replies posted (not apologies) between a day and ``grace`` ago with no `remembered` step.
+_NOT_REMEMBERED = text(
+    """
+    SELECT s.event_id, s.result
+    FROM completed_steps AS s
+    WHERE s.step = 'reply'
+      AND s.done_at BETWEEN now() - interval '1 day' AND now() - make_interval(secs => :grace)
+      AND coalesce((s.result ->> 'failed')::boolean, false) = false
+      AND jsonb_array_length(coalesce(s.result -> 'message_ids', '[]'::jsonb)) > 0
+      AND s.result ? 'channel_id'
+      AND NOT EXISTS (
+          SELECT 1 FROM completed_steps AS r
+          WHERE r.event_id = s.event_id AND r.step = 'remembered'
+      )
+    ORDER BY s.done_at
+    LIMIT :limit
+    """
+)
+
+
+async def replies_not_remembered(
+    session: AsyncSession, *, grace_s: float, limit: int
+) -> list[PostedReply]:
+    """Posted replies from the last day whose memory job never recorded that it ran."""
+    rows = await session.execute(_NOT_REMEMBERED, {"grace": grace_s, "limit": limit})
+    return [
+        PostedReply(
+            trigger_message_id=int(event_id),
+            channel_id=int(result["channel_id"]),
+            speaker_id=int(result["speaker_id"]),
+            reply_message_id=int(result["message_ids"][-1]),
+        )
+        for event_id, result in rows
+    ]
+
+
+async def prune(session: AsyncSession, *, older_than_days: int) -> int:
+    """Step records are only needed while their event can still be replayed or retried."""
+    result = await session.execute(
+        text("DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days)"),
+        {"days": older_than_days},
+    )
+    return int(getattr(result, "rowcount", 0))

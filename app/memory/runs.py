@@ -1,0 +1,200 @@
+"""Nightly run records and the style overrides they produce: the one owner of `nightly_runs`
+and `style_overrides`. The nightly run writes them, a rollback marks them, the turn reads
+the active style, erasure scrubs them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.kit.locks import xact_lock
+from app.models.nightly import NightlyRun, StyleOverride
+
+# Held by each nightly step for its whole length, so a rollback never lands mid-step.
+RUN_LOCK = "nightly_run"
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: int
+    day: date
+    status: str
+    window_start: datetime | None
+    window_end: datetime | None
+    diary: str | None
+    summary: dict[str, Any]
+    started_at: datetime
+    finished_at: datetime | None
+    rolled_back_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    id: int
+    content: str
+    run_id: int | None
+    created_at: datetime
+    reverted_at: datetime | None
+
+
+def _run(row: NightlyRun) -> Run:
+    return Run(
+        id=row.id,
+        day=row.day,
+        status=row.status,
+        window_start=row.window_start,
+        window_end=row.window_end,
+        diary=row.diary,
+        summary=dict(row.summary or {}),
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        rolled_back_at=row.rolled_back_at,
+    )
+
+
+def _style(row: StyleOverride) -> Style:
+    return Style(row.id, row.content, row.run_id, row.created_at, row.reverted_at)
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+async def create_live(
+    session: AsyncSession, *, day: date, start: datetime, end: datetime, summary: dict[str, Any]
+) -> int | None:
+    """A new run for ``day``; None when the day already has a live (not rolled back) run.
+
+    The partial unique index on ``day`` makes racing callers produce exactly one run."""
+    run_id: int | None = await session.scalar(
+        insert(NightlyRun)
+        .values(day=day, window_start=start, window_end=end, summary=summary)
+        .on_conflict_do_nothing(
+            index_elements=[NightlyRun.day],
+            index_where=NightlyRun.rolled_back_at.is_(None),
+        )
+        .returning(NightlyRun.id)
+    )
+    return run_id
+
+
+async def live_run_id(session: AsyncSession, day: date) -> int | None:
+    run_id: int | None = await session.scalar(
+        select(NightlyRun.id).where(NightlyRun.day == day, NightlyRun.rolled_back_at.is_(None))
+    )
+    return run_id
+
+
+async def get(session: AsyncSession, run_id: int, *, for_update: bool = False) -> Run | None:
+    row = await session.get(NightlyRun, run_id, with_for_update=for_update, populate_existing=True)
+    return _run(row) if row is not None else None
+
+
+async def latest_id(session: AsyncSession) -> int | None:
+    run_id: int | None = await session.scalar(
+        select(NightlyRun.id).order_by(NightlyRun.id.desc()).limit(1)
+    )
+    return run_id
+
+
+async def newest(session: AsyncSession, limit: int) -> list[Run]:
+    rows = await session.scalars(select(NightlyRun).order_by(NightlyRun.id.desc()).limit(limit))
+    return [_run(row) for row in rows]
+
+
+async def running_unlocked(session: AsyncSession) -> list[Run]:
+    """Runs still running and not rolled back, each row locked for this transaction (rows
+    another transaction holds are skipped)."""
+    rows = await session.scalars(
+        select(NightlyRun)
+        .where(NightlyRun.status == "running", NightlyRun.rolled_back_at.is_(None))
+        .with_for_update(skip_locked=True)
+    )
+    return [_run(row) for row in rows]
+
+
+async def save(session: AsyncSession, run_id: int, **values: Any) -> None:
+    """Write the given columns of one run (summary, diary, status, finished_at)."""
+    allowed = {"summary", "diary", "status", "finished_at"}
+    if unknown := set(values) - allowed:
+        raise ValueError(f"not a writable run column: {sorted(unknown)}")
+    await session.execute(update(NightlyRun).where(NightlyRun.id == run_id).values(values))
+
+
+async def lock_run(session: AsyncSession, run_id: int) -> None:
+    """Wait for the run's lock (each nightly step holds it for its whole length)."""
+    await xact_lock(session, RUN_LOCK, run_id)
+
+
+async def mark_rolled_back(session: AsyncSession, run: Run, now: datetime) -> None:
+    """The run is undone: its style revision is reverted, and a run that had not finished
+    stops (its remaining steps see ``rolled_back_at``)."""
+    await session.execute(
+        update(StyleOverride)
+        .where(StyleOverride.run_id == run.id, StyleOverride.reverted_at.is_(None))
+        .values(reverted_at=now)
+    )
+    values: dict[str, Any] = {"rolled_back_at": now}
+    if run.status == "running":
+        errors = [*run.summary.get("errors", []), "rolled back before it finished"]
+        values.update(status="failed", summary={**run.summary, "errors": errors})
+    await session.execute(update(NightlyRun).where(NightlyRun.id == run.id).values(values))
+
+
+# --- style overrides --------------------------------------------------------------------------
+
+
+async def active_style(session: AsyncSession) -> Style | None:
+    """The newest style override that has not been reverted, if any."""
+    row = await session.scalar(
+        select(StyleOverride)
+        .where(StyleOverride.reverted_at.is_(None))
+        .order_by(StyleOverride.created_at.desc(), StyleOverride.id.desc())
+        .limit(1)
+    )
+    return _style(row) if row is not None else None
+
+
+async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[int, Style]:
+    """The style revision each run produced (runs without one are absent)."""
+    if not run_ids:
+        return {}
+    rows = await session.scalars(
+        select(StyleOverride)
+        .where(StyleOverride.run_id.in_(list(run_ids)))
+        .order_by(StyleOverride.id)
+    )
+    return {row.run_id: _style(row) for row in rows if row.run_id is not None}
+
+
+async def add_style(session: AsyncSession, *, content: str, run_id: int) -> None:
+    session.add(StyleOverride(content=content, run_id=run_id))
+    await session.flush()
+
+
+# --- import -----------------------------------------------------------------------------------
+
+
+async def runs_on_days(
+    session: AsyncSession, days: Sequence[date]
+) -> list[tuple[int, date, datetime, bool]]:
+    """(id, day, started_at, live) of the runs on these days."""
+    rows = await session.execute(
+        select(
+            NightlyRun.id, NightlyRun.day, NightlyRun.started_at, NightlyRun.rolled_back_at
+        ).where(NightlyRun.day.in_(list(days)))
+    )
+    return [(i, day, started, rolled is None) for i, day, started, rolled in rows]
+
+
+async def insert_imported(session: AsyncSession, values: dict[str, Any]) -> int:
+    """One run as a legacy deployment recorded it; its new id."""
+    row = NightlyRun(**values)
+    session.add(row)
+    await session.flush()
+    return row.id

@@ -1,0 +1,649 @@
+"""The memory store: the one owner of `memories` and `memory_log`.
+
+Every read and change of a person's memories goes through here. Each operation takes the
+owner's lock, writes its ledger row (actor, reason, run, trigger, and before/after in the
+one JSON codec below) and returns what it read or changed. Change metrics are counted when
+the transaction commits, so a change that is rolled back never counts."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import Counter
+from sqlalchemy import (
+    Text,
+    any_,
+    delete,
+    event,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+
+from app.kit.locks import lock_key
+from app.kit.sql import any_array, bump_identity
+from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog
+
+__all__ = ["ACTIONS", "ACTORS"]
+
+LOCK_NAMESPACE = "memory-user"
+RECENT_LIMIT = 10
+REDACTED: dict[str, Any] = {"redacted": True}
+UNDOABLE = ("add", "update", "delete")
+
+MEMORY_CHANGES = Counter(
+    "memory_changes_total",
+    "Memory rows added, updated, deleted or rolled back, by actor and action.",
+    ["actor", "action"],
+)
+
+
+# --- plain data ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One memory as plain data: what callers read, and what the ledger records."""
+
+    id: int
+    user_id: int
+    content: str
+    source: str = "self"
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """Who reads or changes a profile, and why: every ledger row carries this."""
+
+    actor: str
+    reason: str = ""
+    run_id: int | None = None
+    trigger: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One ledger row of a change, as the rollback planner needs it."""
+
+    id: int
+    memory_id: int | None
+    user_id: int
+    action: str
+    before: Mapping[str, Any] | None
+    after: Mapping[str, Any] | None
+
+
+def _record(row: Memory) -> MemoryRecord:
+    return MemoryRecord(
+        row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at
+    )
+
+
+# --- the ledger's JSON codec (the only one) -----------------------------------------------
+
+
+def encode(record: MemoryRecord) -> dict[str, Any]:
+    """A memory as the ledger's before/after JSON (snowflakes as strings)."""
+    return {
+        "id": record.id,
+        "user_id": str(record.user_id),
+        "content": record.content,
+        "source": record.source,
+        "created_at": record.created_at.isoformat() if record.created_at else None,
+        "updated_at": record.updated_at.isoformat() if record.updated_at else None,
+    }
+
+
+def decode(memory_id: int, user_id: int, data: Mapping[str, Any] | None) -> MemoryRecord | None:
+    """A memory as the ledger recorded it; None when there is no text (absent or redacted)."""
+    content = data.get("content") if data else None
+    if not isinstance(content, str) or data is None:
+        return None
+    source = data.get("source")
+    return MemoryRecord(
+        id=memory_id,
+        user_id=user_id,
+        content=content,
+        source=source if isinstance(source, str) else "self",
+        created_at=_time(data.get("created_at")),
+        updated_at=_time(data.get("updated_at")),
+    )
+
+
+def recorded_content(data: Mapping[str, Any] | None) -> str | None:
+    value = data.get("content") if data else None
+    return value if isinstance(value, str) else None
+
+
+def _time(value: object) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+# --- locks and the commit-time metrics ----------------------------------------------------
+
+
+_LOCK_ALL = text("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) AS k")
+
+
+async def lock_owners(session: AsyncSession, user_ids: Iterable[int]) -> None:
+    """Serialise memory work per person until this transaction ends. Locks are taken in
+    one fixed order (so two multi-person operations cannot deadlock) and once each."""
+    held: set[int] = session.info.setdefault("memory_locks", set())
+    wanted = sorted(set(user_ids) - held)
+    if not wanted:
+        return
+    # unnest keeps the array's order, so the locks are taken in this (sorted) order.
+    keys = sorted(lock_key(LOCK_NAMESPACE, user_id) for user_id in wanted)
+    await session.execute(_LOCK_ALL, {"keys": keys})
+    held.update(wanted)
+
+
+def _count(session: AsyncSession, actor: str, action: str, n: int = 1) -> None:
+    pending: Tally[tuple[str, str]] = session.info.setdefault("memory_changes", Tally())
+    pending[(actor, action)] += n
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    for (actor, action), n in session.info.pop("memory_changes", Tally()).items():
+        if n > 0:
+            MEMORY_CHANGES.labels(actor=actor, action=action).inc(n)
+    session.info.pop("memory_locks", None)
+
+
+@event.listens_for(Session, "after_rollback")
+def _after_rollback(session: Session) -> None:
+    session.info.pop("memory_changes", None)
+    session.info.pop("memory_locks", None)
+
+
+# --- the ledger rows ------------------------------------------------------------------------
+
+
+async def _log(
+    session: AsyncSession,
+    why: Why,
+    action: str,
+    user_id: int,
+    memory_id: int | None,
+    before: Any,
+    after: Any,
+) -> None:
+    await session.execute(
+        insert(MemoryLog).values(
+            memory_id=memory_id,
+            user_id=user_id,
+            actor=why.actor,
+            action=action,
+            reason=why.reason,
+            before=before,
+            after=after,
+            run_id=why.run_id,
+            trigger=why.trigger,
+        )
+    )
+    if action != "read":
+        _count(session, why.actor, action)
+
+
+async def _log_read(
+    session: AsyncSession, why: Why, user_id: int, records: Sequence[MemoryRecord]
+) -> None:
+    """One row per read, even an empty one: memory_id null, `after` the ids read."""
+    ids = [record.id for record in records]
+    await _log(session, why, "read", user_id, None, None, ids)
+
+
+# --- reads (each one logged) ----------------------------------------------------------------
+
+
+def _newest_first(user_id: int) -> Any:
+    return (
+        select(Memory)
+        .where(Memory.user_id == user_id)
+        .order_by(Memory.updated_at.desc(), Memory.id.desc())
+    )
+
+
+async def recent(
+    session: AsyncSession, user_id: int, why: Why, *, limit: int = RECENT_LIMIT
+) -> list[MemoryRecord]:
+    """Up to ``limit`` of the person's memories, most recently updated first."""
+    await lock_owners(session, [user_id])
+    rows = await session.scalars(_newest_first(user_id).limit(limit))
+    records = [_record(row) for row in rows]
+    await _log_read(session, why, user_id, records)
+    return records
+
+
+async def count(session: AsyncSession, user_id: int) -> int:
+    """How many memories the person has (a number, not a read of any memory)."""
+    total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
+    return int(total or 0)
+
+
+async def by_ids(session: AsyncSession, ids: Sequence[int], why: Why) -> list[MemoryRecord]:
+    """These memories (the ones that still exist), in the order given; one logged read per
+    owner whose memories are returned."""
+    if not ids:
+        return []
+    owners = await session.scalars(select(Memory.user_id).where(Memory.id.in_(ids)).distinct())
+    await lock_owners(session, owners)
+    rows = {row.id: _record(row) for row in await session.scalars(_fresh(Memory.id.in_(ids)))}
+    records = [rows[i] for i in ids if i in rows]
+    for user_id in sorted({record.user_id for record in records}):
+        await _log_read(session, why, user_id, [r for r in records if r.user_id == user_id])
+    return records
+
+
+def _fresh(*where: Any) -> Any:
+    return select(Memory).where(*where).execution_options(populate_existing=True)
+
+
+async def stale_ids(session: AsyncSession, *, cutoff: datetime, limit: int) -> list[int]:
+    """Ids of memories not updated since ``cutoff``, oldest first (ids only: reading their
+    text is ``by_ids``, which logs it)."""
+    query = (
+        select(Memory.id)
+        .where(Memory.updated_at < cutoff)
+        .order_by(Memory.updated_at, Memory.id)
+        .limit(limit)
+    )
+    return list((await session.scalars(query)).all())
+
+
+# --- changes ----------------------------------------------------------------------------------
+
+
+def unchanged(current: MemoryRecord | None, expected: MemoryRecord) -> bool:
+    """The record is exactly as it was read (same text, untouched since)."""
+    return (
+        current is not None
+        and current.user_id == expected.user_id
+        and current.content == expected.content
+        and current.updated_at == expected.updated_at
+    )
+
+
+async def _locked_current(
+    session: AsyncSession, memory_id: int, owner: int | None = None
+) -> MemoryRecord | None:
+    """The row fresh from the database and locked, with its owner's lock held; None when it
+    does not exist (or is not ``owner``'s)."""
+    if owner is None:
+        owner = await session.scalar(select(Memory.user_id).where(Memory.id == memory_id))
+        if owner is None:
+            return None
+    await lock_owners(session, [owner])
+    row = await session.scalar(
+        _fresh(Memory.id == memory_id, Memory.user_id == owner).with_for_update()
+    )
+    return _record(row) if row is not None else None
+
+
+async def add(
+    session: AsyncSession, user_id: int, content: str, why: Why, *, source: str = "self"
+) -> MemoryRecord:
+    await lock_owners(session, [user_id])
+    row = await session.scalar(
+        insert(Memory)
+        .values(user_id=user_id, content=content, source=source)
+        .returning(Memory)
+        .execution_options(populate_existing=True)
+    )
+    assert row is not None
+    record = _record(row)
+    await _log(
+        session,
+        why,
+        action="add",
+        user_id=user_id,
+        memory_id=record.id,
+        before=None,
+        after=encode(record),
+    )
+    return record
+
+
+async def rewrite(
+    session: AsyncSession, expected: MemoryRecord, content: str, why: Why
+) -> MemoryRecord | None:
+    """Rewrite the text (and touch updated_at) only if the record is still as ``expected``;
+    None when it changed or went since (the later change wins)."""
+    current = await _locked_current(session, expected.id, expected.user_id)
+    if current is None or not unchanged(current, expected):
+        return None
+    row = await session.scalar(
+        update(Memory)
+        .where(Memory.id == expected.id)
+        .values(content=content, updated_at=func.now())
+        .returning(Memory)
+        .execution_options(populate_existing=True)
+    )
+    assert row is not None
+    record = _record(row)
+    await _log(session, why, "update", record.user_id, record.id, encode(current), encode(record))
+    return record
+
+
+async def delete_one(
+    session: AsyncSession,
+    memory_id: int,
+    why: Why,
+    *,
+    owner: int | None = None,
+    expected: MemoryRecord | None = None,
+    redact: bool = False,
+) -> MemoryRecord | None:
+    """Delete one memory and log it; None when it is gone, is not ``owner``'s, or changed
+    since ``expected``. The ledger keeps the before state unless ``redact``."""
+    if owner is None and expected is not None:
+        owner = expected.user_id
+    current = await _locked_current(session, memory_id, owner)
+    if current is None:
+        return None
+    if expected is not None and not unchanged(current, expected):
+        return None
+    await _delete(session, [current], why, redact=redact)
+    return current
+
+
+async def delete_owned_by(
+    session: AsyncSession, user_id: int, why: Why, *, redact: bool = False
+) -> list[MemoryRecord]:
+    """Delete every memory the person has, each logged; ascending ids."""
+    await lock_owners(session, [user_id])
+    rows = await session.scalars(_fresh(Memory.user_id == user_id).order_by(Memory.id))
+    records = [_record(row) for row in rows]
+    await _delete(session, records, why, redact=redact)
+    return records
+
+
+async def _delete(
+    session: AsyncSession, records: Sequence[MemoryRecord], why: Why, *, redact: bool
+) -> None:
+    """The one delete-and-log sequence (owners' locks already held)."""
+    if not records:
+        return
+    await session.execute(delete(Memory).where(Memory.id.in_([r.id for r in records])))
+    for record in records:
+        before = dict(REDACTED) if redact else encode(record)
+        await _log(session, why, "delete", record.user_id, record.id, before, None)
+    if redact:
+        await _redact_history(session, [r.id for r in records])
+
+
+_REDACT = """
+    UPDATE memory_log SET
+        before = CASE WHEN coalesce(jsonb_typeof(before), 'null') = 'null' THEN before
+                      ELSE CAST(:marker AS jsonb) END,
+        after = CASE WHEN coalesce(jsonb_typeof(after), 'null') = 'null' THEN after
+                     ELSE CAST(:marker AS jsonb) END
+    WHERE action <> 'read' AND {scope}
+      AND (coalesce(jsonb_typeof(before), 'null') <> 'null'
+           OR coalesce(jsonb_typeof(after), 'null') <> 'null')
+      AND (before IS DISTINCT FROM CAST(:marker AS jsonb)
+           OR after IS DISTINCT FROM CAST(:marker AS jsonb))
+"""
+
+
+async def _redact(session: AsyncSession, scope: str, args: dict[str, object]) -> int:
+    """Ledger rows keep their ids, actor, action and time but not the text: a before/after
+    that held a state becomes {"redacted": true}. Read rows (lists of ids) stay as they are."""
+    statement = text(_REDACT.format(scope=scope))
+    result = await session.execute(statement, {"marker": json.dumps(REDACTED), **args})
+    return int(getattr(result, "rowcount", 0))
+
+
+async def _redact_history(session: AsyncSession, memory_ids: Sequence[int]) -> int:
+    return await _redact(session, "memory_id = ANY(:ids)", {"ids": list(memory_ids)})
+
+
+# --- erasure and retention --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    memories: int
+    ledger_rows_redacted: int
+
+
+async def erase_owner(session: AsyncSession, user_id: int, why: Why) -> Erased:
+    """Delete all of the person's memories and redact the text in every ledger row about
+    them; the ledger keeps only that an erasure happened, not what was erased."""
+    await lock_owners(session, [user_id])
+    redacted = await _redact(
+        session, "user_id = :user_id AND actor <> :actor", {"user_id": user_id, "actor": why.actor}
+    )
+    gone = await delete_owned_by(session, user_id, why, redact=True)
+    return Erased(memories=len(gone), ledger_rows_redacted=redacted)
+
+
+async def record_erasure(session: AsyncSession, user_id: int, why: Why, receipt: Any) -> None:
+    """The erasure's receipt row: counts only, keyed by the person's id."""
+    await _log(session, why, "delete", user_id, None, None, receipt)
+
+
+async def erased_since(session: AsyncSession, user_id: int, since: datetime, actor: str) -> bool:
+    """True when the person was erased (a receipt row by ``actor``) at or after ``since``."""
+    query = select(
+        exists().where(
+            MemoryLog.user_id == user_id,
+            MemoryLog.actor == actor,
+            MemoryLog.action == "delete",
+            MemoryLog.memory_id.is_(None),
+            MemoryLog.created_at >= since,
+        )
+    )
+    return bool((await session.execute(query)).scalar_one())
+
+
+async def erased_users(session: AsyncSession, actor: str) -> set[int]:
+    """Everyone who was ever erased (their receipt rows stay, keyed by id)."""
+    rows = await session.scalars(
+        select(MemoryLog.user_id).where(MemoryLog.actor == actor).distinct()
+    )
+    return set(rows)
+
+
+async def purge_expired(
+    session: AsyncSession, *, cutoff: datetime, why: Why, limit: int
+) -> list[int]:
+    """Delete memories not updated since ``cutoff`` (oldest first, at most ``limit``), each
+    logged; the ids deleted, ascending."""
+    candidates = (
+        await session.execute(
+            select(Memory.id, Memory.user_id)
+            .where(Memory.updated_at < cutoff)
+            .order_by(Memory.updated_at, Memory.id)
+            .limit(limit)
+        )
+    ).all()
+    if not candidates:
+        return []
+    await lock_owners(session, {user_id for _, user_id in candidates})
+    # Re-checked under the locks: a memory refreshed meanwhile is no longer expired.
+    rows = await session.scalars(
+        _fresh(
+            Memory.id.in_([memory_id for memory_id, _ in candidates]), Memory.updated_at < cutoff
+        )
+        .order_by(Memory.id)
+        .with_for_update()
+    )
+    records = [_record(row) for row in rows]
+    await _delete(session, records, why, redact=False)
+    return [record.id for record in records]
+
+
+# --- the ledger, read by the write path, the nightly summary and the rollback ------------
+
+
+async def trigger_applied(session: AsyncSession, *, user_id: int, trigger: str) -> bool:
+    """True when an earlier run of this trigger already changed this person's memories.
+
+    Scoped by user so the lookup rides the (user_id, trigger) index."""
+    query = select(
+        exists().where(
+            MemoryLog.user_id == user_id,
+            MemoryLog.trigger == trigger,
+            MemoryLog.action.in_((*UNDOABLE, "rollback")),
+        )
+    )
+    return bool((await session.execute(query)).scalar_one())
+
+
+async def run_entries(session: AsyncSession, run_id: int) -> list[LogEntry]:
+    """The run's undoable ledger rows, newest first."""
+    rows = await session.scalars(
+        select(MemoryLog)
+        .where(MemoryLog.run_id == run_id, MemoryLog.action.in_(UNDOABLE))
+        .order_by(MemoryLog.id.desc())
+    )
+    return [
+        LogEntry(row.id, row.memory_id, row.user_id, row.action, row.before, row.after)
+        for row in rows
+    ]
+
+
+async def run_changes(
+    session: AsyncSession, run_id: int, actors: Sequence[str]
+) -> list[tuple[int, str, str]]:
+    """(memory id, action, reason) of every change the run made, in ledger order."""
+    rows = await session.execute(
+        select(MemoryLog.memory_id, MemoryLog.action, MemoryLog.reason)
+        .where(
+            MemoryLog.run_id == run_id,
+            MemoryLog.actor.in_(actors),
+            MemoryLog.action.in_(UNDOABLE),
+            MemoryLog.memory_id.is_not(None),
+        )
+        .order_by(MemoryLog.id)
+    )
+    return [(int(memory_id), action, reason) for memory_id, action, reason in rows]
+
+
+async def current_for_rollback(
+    session: AsyncSession, entries: Sequence[LogEntry]
+) -> dict[int, MemoryRecord]:
+    """The entries' memories as they are now, their owners locked and the rows locked."""
+    await lock_owners(session, {entry.user_id for entry in entries})
+    ids = {entry.memory_id for entry in entries if entry.memory_id is not None}
+    if not ids:
+        return {}
+    rows = await session.scalars(_fresh(Memory.id.in_(ids)).with_for_update())
+    return {row.id: _record(row) for row in rows}
+
+
+async def rollback_delete(session: AsyncSession, current: MemoryRecord, why: Why) -> None:
+    """Undo an add (the caller checked the record is still what the run wrote)."""
+    await session.execute(delete(Memory).where(Memory.id == current.id))
+    await _log(session, why, "rollback", current.user_id, current.id, encode(current), None)
+
+
+async def rollback_restore(
+    session: AsyncSession, current: MemoryRecord, restored: MemoryRecord, why: Why
+) -> None:
+    """Undo an update: the before content (and its updated_at) back."""
+    values: dict[str, Any] = {"content": restored.content}
+    if restored.updated_at is not None:
+        values["updated_at"] = restored.updated_at
+    await session.execute(update(Memory).where(Memory.id == current.id).values(values))
+    await _log(
+        session, why, "rollback", current.user_id, current.id, encode(current), encode(restored)
+    )
+
+
+async def rollback_reinsert(session: AsyncSession, restored: MemoryRecord, why: Why) -> None:
+    """Undo a delete: the before state back under its own id (the id is still free)."""
+    # memories.id is GENERATED BY DEFAULT, so the original id can be written back.
+    values: dict[str, Any] = {
+        "id": restored.id,
+        "user_id": restored.user_id,
+        "content": restored.content,
+        "source": restored.source,
+    }
+    if restored.created_at is not None:
+        values["created_at"] = restored.created_at
+    if restored.updated_at is not None:
+        values["updated_at"] = restored.updated_at
+    await session.execute(insert(Memory).values(values))
+    await _log(session, why, "rollback", restored.user_id, restored.id, None, encode(restored))
+
+
+# --- import (MEM-08) --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImportView:
+    """What the store already holds of an import: owners of these ids, ids with history of
+    their own here (changed or deleted since), and ledger rows already imported."""
+
+    owners: dict[int, int]
+    history: set[int]
+    imported_keys: set[str]
+
+
+async def import_view(
+    session: AsyncSession, memory_ids: Sequence[int], log_keys: Sequence[str], prefix: str
+) -> ImportView:
+    owners = await session.execute(
+        select(Memory.id, Memory.user_id).where(Memory.id == any_array(memory_ids))
+    )
+    history = await session.scalars(
+        select(MemoryLog.memory_id)
+        .where(MemoryLog.memory_id == any_array(memory_ids))
+        .where(or_(MemoryLog.trigger.is_(None), ~MemoryLog.trigger.startswith(prefix)))
+        .distinct()
+    )
+    keys = await session.scalars(
+        select(MemoryLog.trigger).where(
+            MemoryLog.trigger == any_(literal(list(log_keys), ARRAY(Text)))
+        )
+    )
+    return ImportView(
+        owners={memory_id: user_id for memory_id, user_id in owners},
+        history={i for i in history if i is not None},
+        imported_keys={k for k in keys if k is not None},
+    )
+
+
+async def insert_imported(
+    session: AsyncSession,
+    memories: Sequence[dict[str, Any]],
+    ledger_rows: Sequence[dict[str, Any]],
+) -> tuple[int, int]:
+    """Memories and ledger rows exactly as an earlier deployment recorded them (ids kept;
+    ones that exist by now are skipped); how many of each went in."""
+    added = 0
+    if memories:
+        statement = pg_insert(Memory).on_conflict_do_nothing().returning(Memory.id)
+        added = len((await session.execute(statement, list(memories))).all())
+    logged = 0
+    if ledger_rows:
+        statement = insert(MemoryLog).returning(MemoryLog.id)
+        logged = len((await session.execute(statement, list(ledger_rows))).all())
+    await bump_identity(session, "memories")
+    return added, logged

@@ -1,0 +1,243 @@
+"""The nightly run's steps, in seed 000's order: extraction over each speaker's chunks of six
+(newest five chunks), retention (MEM-06), the decay review (twenty a night), the diary, the
+style revision. Each step is bounded by caps and does its piece in one ARQ job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.channel import log as channel_log
+from app.channel import signals
+from app.channel.exchange import EXCHANGE_SIZE, Exchange, Line, build_exchange, in_sixes
+from app.channel.log import LoggedMessage
+from app.chat.base import ChatFailed
+from app.commands.parser import parse_command
+from app.db import unit_of_work
+from app.memory import runs
+from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
+from app.memory.write_path import run_write_path
+from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
+from app.nightly.style import SIGNAL_CAP, current_style, revise_style
+from app.services import Services
+from app.structured.retention import purge_expired
+
+logger = logging.getLogger(__name__)
+
+CHUNKS_PER_SPEAKER = 5
+DECAY_BATCH = 5
+# Jobs are killed at 100 s. A slow model (timeouts × SDK retries) must end as a noted
+# failure of that piece, not as a killed job, so each model-calling piece gets this budget.
+STEP_BUDGET_S = 75.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    id: int
+    window_start: datetime
+    window_end: datetime
+    progress: dict[str, Any]
+
+
+@dataclass
+class StepResult:
+    next: str | None
+    errors: list[str] = field(default_factory=list)
+    progress: dict[str, Any] = field(default_factory=dict)
+    diary: str | None = None
+
+
+def parse_step(step: str) -> tuple[str, int]:
+    name, _, index = step.partition(":")
+    return name, int(index) if index else 0
+
+
+async def run_step(services: Services, run: RunView, step: str) -> StepResult:
+    name, index = parse_step(step)
+    match name:
+        case "plan":
+            return await plan(services, run)
+        case "extract":
+            return await extract(services, run, index)
+        case "retention":
+            return await retention(services, run)
+        case "decay":
+            return await decay(services, run, index)
+        case "diary":
+            return await diary(services, run)
+        case "style":
+            return await style(services, run)
+        case "finish":
+            return StepResult(next=None)
+    raise ValueError(f"unknown nightly step {step!r}")
+
+
+# --- extraction --------------------------------------------------------------------------
+
+
+def plan_chunks(messages: Iterable[LoggedMessage]) -> dict[int, list[list[LoggedMessage]]]:
+    """Pure: human messages by speaker, in sixes cut from the newest end, the newest five
+    chunks kept, oldest first (a later chunk can update what an earlier one added)."""
+    by_speaker: dict[int, list[LoggedMessage]] = {}
+    for message in sorted(messages, key=lambda m: (m.created_at, m.id)):
+        if message.is_bot or message.deleted or not message.content.strip():
+            continue
+        by_speaker.setdefault(message.author_id, []).append(message)
+    return {
+        speaker: in_sixes(said, keep=CHUNKS_PER_SPEAKER) for speaker, said in by_speaker.items()
+    }
+
+
+async def plan(services: Services, run: RunView) -> StepResult:
+    if not services.settings.memory_active:
+        # MEM-10: memory off means no extraction and no decay; diary and style still run.
+        return StepResult(next="retention", progress={"chunks": [], "memory": "off"})
+    async with services.sessions() as session:
+        # Only each speaker's newest few: a busy day's older lines would be dropped by the
+        # chunk cap anyway (slack left for commands filtered out below).
+        rows = await channel_log.newest_human_messages(
+            session,
+            start=run.window_start,
+            end=run.window_end,
+            per_author=2 * EXCHANGE_SIZE * CHUNKS_PER_SPEAKER,
+        )
+    # A command (`!memory forget 3`) is not something the person said about themself.
+    said = [m for m in rows if parse_command(m.content, services.bot_user_id) is None]
+    chunks = [
+        {"speaker": str(speaker), "index": index, "messages": [str(m.id) for m in chunk]}
+        for speaker, speaker_chunks in sorted(plan_chunks(said).items())
+        for index, chunk in enumerate(speaker_chunks)
+    ]
+    return StepResult(
+        next="extract:0" if chunks else "retention",
+        progress={"chunks": chunks, "failed_speakers": []},
+    )
+
+
+def _after_extract(run: RunView, index: int) -> str:
+    return f"extract:{index + 1}" if index + 1 < len(run.progress["chunks"]) else "retention"
+
+
+async def extract(services: Services, run: RunView, index: int) -> StepResult:
+    chunk = run.progress["chunks"][index]
+    speaker = int(chunk["speaker"])
+    failed: list[str] = list(run.progress.get("failed_speakers", []))
+    next_step = _after_extract(run, index)
+    if chunk["speaker"] in failed:
+        return StepResult(next=next_step)  # this speaker already failed tonight
+    exchange = await _chunk_exchange(services, speaker, [int(i) for i in chunk["messages"]])
+    if exchange is None:
+        return StepResult(next=next_step)
+    trigger = f"nightly:{run.id}:{speaker}:{chunk['index']}"
+    try:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            await run_write_path(
+                services, exchange, actor="nightly", run_id=run.id, trigger=trigger
+            )
+    except Exception as exc:
+        # One speaker's failure is noted and the others continue.
+        logger.warning(
+            "nightly extraction failed for a speaker", exc_info=True, extra={"speaker_id": speaker}
+        )
+        return StepResult(
+            next=next_step,
+            errors=[f"extraction failed for speaker {speaker}: {type(exc).__name__}"],
+            progress={"failed_speakers": [*failed, chunk["speaker"]]},
+        )
+    return StepResult(next=next_step)
+
+
+async def _chunk_exchange(
+    services: Services, speaker: int, message_ids: list[int]
+) -> Exchange | None:
+    """The chunk as it reads now: edits applied, messages deleted since left out."""
+    async with services.sessions() as session:
+        rows = await channel_log.live_messages(session, message_ids)
+    lines = [Line(m.author_id, m.author_name, m.is_bot, m.content) for m in rows]
+    exchange = build_exchange(lines, speaker_id=speaker)
+    return exchange if exchange.usable else None
+
+
+# --- retention and decay -----------------------------------------------------------------
+
+
+async def retention(services: Services, run: RunView) -> StepResult:
+    """MEM-06: purge memories past MEMORY_RETENTION_DAYS before decay reviews any of them."""
+    days = services.settings.memory_retention_days
+    if days is not None:
+        async with unit_of_work(services.sessions) as session:
+            await purge_expired(session, retention_days=days, run_id=run.id, now=run.window_end)
+    return StepResult(next="decay:0")
+
+
+async def decay(services: Services, run: RunView, batch: int) -> StepResult:
+    if not services.settings.memory_active:
+        return StepResult(next="diary")
+    cutoff = run.window_end - STALE_AFTER
+    stale: list[int] | None = run.progress.get("stale")
+    progress: dict[str, Any] = {}
+    if stale is None:
+        async with services.sessions() as session:
+            stale = await stale_memory_ids(session, cutoff=cutoff, limit=STALE_CAP)
+        progress["stale"] = stale
+    ids = stale[batch * DECAY_BATCH : (batch + 1) * DECAY_BATCH]
+    more = (batch + 1) * DECAY_BATCH < len(stale)
+    result = StepResult(next=f"decay:{batch + 1}" if more else "diary", progress=progress)
+    if not ids:
+        return result
+    try:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            outcome = await review_stale(
+                services, ids, run_id=run.id, cutoff=cutoff, now=run.window_end
+            )
+    except TimeoutError:
+        # Deletes already committed stay logged; the rest are reviewed another night.
+        result.errors.append(f"decay batch {batch} timed out")
+        return result
+    logger.info(
+        "nightly decay batch",
+        extra={"deleted": outcome.deleted, "kept": outcome.kept, "unanswered": outcome.unanswered},
+    )
+    return result
+
+
+# --- diary and style ---------------------------------------------------------------------
+
+
+async def diary(services: Services, run: RunView) -> StepResult:
+    async with services.sessions() as session:
+        rows = await channel_log.last_messages(
+            session, start=run.window_start, end=run.window_end, limit=DIARY_MESSAGES
+        )
+    if not rows:
+        return StepResult(next="style")
+    lines = [DiaryLine(m.author_name, m.is_bot, m.content) for m in rows]
+    try:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            text = await write_diary(services.chat, lines)
+    except (ChatFailed, TimeoutError):
+        return StepResult(next="style", errors=["diary: the chat model gave no diary"])
+    return StepResult(next="style", diary=text)
+
+
+async def style(services: Services, run: RunView) -> StepResult:
+    async with services.sessions() as session:
+        done = await runs.style_of_runs(session, [run.id])
+        feedback = await signals.window_signals(
+            session, start=run.window_start, end=run.window_end, limit=SIGNAL_CAP
+        )
+        current = await current_style(session, services.settings.persona_path)
+    if done or not feedback:
+        return StepResult(next="finish")  # already revised, or no feedback: no revision
+    try:
+        async with asyncio.timeout(STEP_BUDGET_S):
+            revised = await revise_style(services.chat, current, feedback)
+    except (ChatFailed, TimeoutError):
+        return StepResult(next="finish", errors=["style: the chat model gave no revision"])
+    async with unit_of_work(services.sessions) as session:
+        await runs.add_style(session, content=revised, run_id=run.id)
+    return StepResult(next="finish")

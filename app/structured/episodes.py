@@ -1,0 +1,100 @@
+"""MEM-05: a channel's episodes (rolling summaries): the one owner of `episodes`. The newest
+are kept, the oldest dropped past the cap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import UnaryExpression, delete, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.kit.sql import any_array
+from app.models.structured import Episode
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    id: int
+    channel_id: int
+    content: str
+    created_at: datetime
+
+
+def _record(row: Episode) -> EpisodeRecord:
+    return EpisodeRecord(row.id, row.channel_id, row.content, row.created_at)
+
+
+def _newest_first() -> tuple[UnaryExpression[Any], ...]:
+    # created_at ties inside one transaction (now() is fixed), so the id breaks them.
+    return (Episode.created_at.desc(), Episode.id.desc())
+
+
+async def add_episode(session: AsyncSession, channel_id: int, content: str, cap: int) -> int:
+    """Insert an episode and drop the channel's oldest beyond ``cap`` (the new one stays);
+    the new episode's id."""
+    episode = Episode(channel_id=channel_id, content=content)
+    session.add(episode)
+    await session.flush()
+    await drop_beyond_cap(session, channel_id, cap)
+    return episode.id
+
+
+async def drop_beyond_cap(session: AsyncSession, channel_id: int, cap: int) -> int:
+    """Delete all but the newest ``cap`` episodes of the channel; how many went."""
+    keep = (
+        select(Episode.id)
+        .where(Episode.channel_id == channel_id)
+        .order_by(*_newest_first())
+        .limit(max(cap, 1))
+    )
+    result = await session.execute(
+        delete(Episode)
+        .where(Episode.channel_id == channel_id, Episode.id.not_in(keep))
+        .returning(Episode.id)
+    )
+    return len(result.scalars().all())
+
+
+async def recent_episodes(
+    session: AsyncSession, channel_id: int, limit: int
+) -> list[EpisodeRecord]:
+    """The channel's newest ``limit`` episodes, newest first."""
+    query = (
+        select(Episode)
+        .where(Episode.channel_id == channel_id)
+        .order_by(*_newest_first())
+        .limit(limit)
+    )
+    return [_record(row) for row in await session.scalars(query)]
+
+
+async def delete_where(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
+    """Delete the episodes whose text ``doomed`` picks (an erasure). Episodes are capped per
+    channel, so reading them all is bounded by the number of channels."""
+    rows = (await session.execute(select(Episode.id, Episode.content))).all()
+    ids = [episode_id for episode_id, content in rows if doomed(content)]
+    if not ids:
+        return 0
+    result = await session.execute(delete(Episode).where(Episode.id.in_(ids)).returning(Episode.id))
+    return len(result.all())
+
+
+async def existing(session: AsyncSession, channel_ids: Collection[int]) -> set[tuple[int, str]]:
+    """(channel, text) of the episodes these channels already have (an import)."""
+    rows = await session.execute(
+        select(Episode.channel_id, Episode.content).where(
+            Episode.channel_id == any_array(channel_ids)
+        )
+    )
+    return {(channel_id, content) for channel_id, content in rows}
+
+
+async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> int:
+    if not rows:
+        return 0
+    statement = insert(Episode).on_conflict_do_nothing().returning(Episode.id)
+    return len((await session.execute(statement, list(rows))).all())
