@@ -27,7 +27,7 @@ from app.models.nightly import NightlyRun
 from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
 from tests.support.servers import free_port
 
-SECRET = "test-admin-secret"
+SECRET = "test-admin-secret-8c2e4a6f1d3b5907"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 ALICE = 11
 ENDPOINTS = [

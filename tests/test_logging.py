@@ -20,7 +20,12 @@ from app.models import Memory
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, running_stack
 
-SECRETS = ("test-gateway-token", "test-bot-token", "test-anthropic-key", "fake-token")
+SECRETS = (
+    "test-gateway-token-3d9f1c7a5b2e8064",
+    "test-bot-token",
+    "test-anthropic-key",
+    "fake-token",
+)
 MEMORY_TEXT = "Alice keeps three axolotls named after moons."
 
 
