@@ -7,9 +7,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
+# Dependencies exactly as locked, every file checked against its hash (requirements.lock is
+# generated from pyproject.toml, see its header); a code change reuses this layer.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
+# The project itself, its dependencies not resolved again (pip fetches only the setuptools
+# that builds it).
 COPY pyproject.toml README.md ./
 COPY app ./app
-RUN pip install . && useradd --create-home --uid 10001 bot
+RUN pip install --no-deps . && useradd --create-home --uid 10001 bot
 COPY alembic.ini persona.md ./
 COPY alembic ./alembic
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import (
     Field,
@@ -13,10 +13,11 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from app.kit.env import describe
+from app.kit.env import describe, weak_secret
 
 DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEFAULT_JEV_MODEL = "claude-haiku-5-5"
@@ -127,6 +128,22 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("gateway_token", "admin_secret")
+    @classmethod
+    def _strong_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        # Every process that reads these settings refuses a guessable shared secret; the
+        # message (through describe) names the variable, never the value.
+        problem = None if value is None else weak_secret(value.get_secret_value())
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _decision_service_needs_a_key(self) -> Self:
+        if self.jev_url is not None and self.jev_api_key is None:
+            raise ValueError("JEV_URL is set without JEV_API_KEY; set the decision service's key")
+        return self
 
     @property
     def decision_model_configured(self) -> bool:

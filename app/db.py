@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import asyncpg
+from sqlalchemy import event
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -16,14 +19,35 @@ SessionFactory = async_sessionmaker[AsyncSession]
 
 
 def create_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_timeout=5,
         connect_args={"timeout": 5, "command_timeout": 30},
+        # Bound values (memory text, message content) never reach an error message or a log.
+        hide_parameters=True,
     )
+    event.listen(engine.sync_engine, "handle_error", _drop_server_detail)
+    return engine
+
+
+def _drop_server_detail(context: ExceptionContext) -> None:
+    """Postgres echoes stored values in an error's DETAIL ("Failing row contains (…)",
+    "Key (id)=(…) already exists"), and asyncpg and SQLAlchemy copy it into their messages,
+    which hide_parameters does not cover. Drop it from the whole chain; the message still
+    names the constraint."""
+    translated = context.original_exception
+    server = translated.__cause__ if translated is not None else None
+    if not isinstance(server, asyncpg.PostgresError) or not server.detail:
+        return
+    shown = str(server)
+    server.detail = None
+    hidden = str(server)
+    for exc in (translated, context.sqlalchemy_exception):
+        if exc is not None and exc.args and isinstance(exc.args[0], str):
+            exc.args = (exc.args[0].replace(shown, hidden), *exc.args[1:])
 
 
 def create_session_factory(engine: AsyncEngine) -> SessionFactory:

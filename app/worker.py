@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
-from app.kit.arqueue import ArqQueue
+from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.clock import utcnow
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
@@ -146,3 +146,5 @@ class WorkerSettings:
     poll_delay = 0.02
     timezone = JST
     redis_settings = RedisSettings.from_dsn(_RedisOnly().redis_url)
+    job_serializer = dump_job  # JSON, the same format the API's queue writes
+    job_deserializer = load_job

@@ -3,7 +3,7 @@
     python -m bench.context [--small 10000] [--large 1000000] [--reads 1000]
 
 The context read is ``channel_log.recent_messages`` (the last 20 live messages of a channel)
-and the memory read is ``repository.recent_memories`` (up to ten of a person's memories by
+and the memory read is ``store.recent`` (up to ten of a person's memories by
 updated_at, what recall runs per person). At each size both tables are bulk-loaded with
 INSERT … SELECT generate_series into a fresh migrated database, as years of traffic would lay
 them out: messages interleaved over 200 channels in time order (2 % deleted), memories over
@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from app.memory.repository import recent_memories
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.channel.log import recent_messages
-from app.db import SessionFactory, create_engine, create_session_factory
+from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
+from app.memory import store
+from app.memory.store import Why
 from bench._rig import Summary, asyncpg_dsn, fresh_database
 
 DB = "bot_bench_context"
@@ -75,8 +76,9 @@ async def _context(sessions: SessionFactory, channel_id: int) -> Any:
 
 
 async def _memories(sessions: SessionFactory, user_id: int) -> Any:
-    async with sessions() as session:
-        return await recent_memories(session, user_id)
+    # As the reply path reads them: under the owner's lock, the read logged and committed.
+    async with unit_of_work(sessions) as session:
+        return await store.recent(session, user_id, Why("reply", "recall"))
 
 
 READS = (

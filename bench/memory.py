@@ -233,11 +233,12 @@ async def main() -> None:
         os.environ["ANTHROPIC_API_KEY"] = "bench-anthropic-key"
         settings = Settings(
             database_url=database_url,
-            gateway_token="bench-gateway-token",  # type: ignore[arg-type]
+            gateway_token="bench-gateway-token-5e7a9c1b3d2f4068",  # type: ignore[arg-type]
             discord_bot_token=discord.token,  # type: ignore[arg-type]
             discord_api_base=discord_url,
             discord_bot_user_id=BOT_ID,
             jev_url=jev_url,
+            jev_api_key="bench-jev-key",  # type: ignore[arg-type]
             _env_file=None,  # type: ignore[call-arg]
         )
         floor = await fake_floor(jev_url, model_url, MEMORIES, args.updates + 1)

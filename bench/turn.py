@@ -47,7 +47,7 @@ from tests.support.servers import free_port
 
 DB = "bot_bench_turn"
 REDIS_URL = os.environ.get("BENCH_TURN_REDIS_URL", "redis://127.0.0.1:6379/11")
-TOKEN = "bench-gateway-token"
+TOKEN = "bench-gateway-token-5e7a9c1b3d2f4068"
 BOT_ID = 1000
 GUILD_ID = 500
 DECISION_S = 0.050
@@ -362,6 +362,7 @@ async def main() -> None:
             "DISCORD_API_BASE": discord_url,
             "DISCORD_BOT_USER_ID": str(BOT_ID),
             "JEV_URL": jev_url,
+            "JEV_API_KEY": "bench-jev-key",
             "ANTHROPIC_BASE_URL": model_url,
             "ANTHROPIC_API_KEY": "bench-anthropic-key",
             "JINA_API_KEY": jina.api_key,

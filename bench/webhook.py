@@ -30,7 +30,7 @@ from bench._http import Result, load
 PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
 DB = "bot_bench"
 REDIS_URL = "redis://127.0.0.1:6379/12"
-TOKEN = "bench-gateway-token"
+TOKEN = "bench-gateway-token-5e7a9c1b3d2f4068"
 PORT = 8765
 
 

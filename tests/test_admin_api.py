@@ -28,7 +28,7 @@ from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
 from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
 from tests.support.servers import free_port
 
-SECRET = "test-admin-secret"
+SECRET = "test-admin-secret-8c2e4a6f1d3b5907"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
 ALICE = 11
 ENDPOINTS = [

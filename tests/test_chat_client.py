@@ -142,7 +142,7 @@ async def test_timeout_is_chat_failed(model: FakeAnthropic, model_url: str) -> N
 def bot_settings() -> Settings:
     return Settings(
         database_url="postgresql+asyncpg://unused@127.0.0.1/unused",
-        gateway_token="unused",
+        gateway_token="unused-gateway-token-0a1b2c3d4e5f6a7b",
         chat_timeout_s=3,
         _env_file=None,
     )

@@ -8,13 +8,20 @@ from app.config import SettingsError, load_settings
 
 REQUIRED = {
     "DATABASE_URL": "postgresql+asyncpg://u@h/db",
-    "GATEWAY_TOKEN": "secret-token",
+    "GATEWAY_TOKEN": "config-test-token-9a8b7c6d5e4f3a2b1c0d",
 }
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    for name in ("DATABASE_URL", "GATEWAY_TOKEN", "JEV_URL", "ANTHROPIC_API_KEY"):
+    for name in (
+        "DATABASE_URL",
+        "GATEWAY_TOKEN",
+        "ADMIN_SECRET",
+        "JEV_URL",
+        "JEV_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)  # no stray .env
 
@@ -50,14 +57,14 @@ def test_lists_and_blank_optionals(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.reaction_emojis == ["🎉", "❤️", "👍"]  # 👍 is the fallback, always there
     assert settings.memory_retention_days is None
     assert settings.admin_secret is None
-    assert "secret-token" not in repr(settings)
+    assert "config-test-token-9a8b7c6d5e4f3a2b1c0d" not in repr(settings)
 
 
 @pytest.mark.parametrize(
     ("extra", "active"),
     [
         ({}, False),  # MEM-10: no decision model configured
-        ({"JEV_URL": "http://jev:8001"}, True),
+        ({"JEV_URL": "http://jev:8001", "JEV_API_KEY": "k"}, True),
         ({"ANTHROPIC_API_KEY": "k"}, True),
         ({"ANTHROPIC_API_KEY": "k", "MEMORY_ENABLED": "false"}, False),
     ],
@@ -68,3 +75,63 @@ def test_mem10_memory_runs_only_with_a_decision_model_and_enabled(
     for name, value in {**REQUIRED, **extra}.items():
         monkeypatch.setenv(name, value)
     assert load_settings().memory_active is active
+
+
+STRONG = "k7Qx2vN9pLm4Rt8Wz1Bc6Yd3Fg5Hj0Ks-Ua"  # 35 characters, as token_urlsafe makes them
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        pytest.param("   ", "is empty", id="blank"),
+        pytest.param("change-me", "is a placeholder", id="change-me"),
+        pytest.param("ChangeMe", "is a placeholder", id="changeme-any-case"),
+        pytest.param("PASSWORD", "is a placeholder", id="password"),
+        pytest.param("test", "is a placeholder", id="test"),
+        pytest.param("change-me-" * 4, "is a placeholder", id="long-placeholder"),
+        pytest.param("secret" * 6, "is a placeholder", id="repeated-word"),
+        pytest.param("x" * 40, "is a placeholder", id="one-character"),
+        pytest.param("replace-me-with-a-real-gateway-token", "is a placeholder", id="template"),
+        pytest.param(STRONG[:31], "is shorter than 32 characters", id="31-characters"),
+    ],
+)
+def test_a_weak_gateway_token_is_refused_by_name_without_its_value(
+    monkeypatch: pytest.MonkeyPatch, value: str, reason: str
+) -> None:
+    for name, good in REQUIRED.items():
+        monkeypatch.setenv(name, good)
+    monkeypatch.setenv("GATEWAY_TOKEN", value)
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert f"GATEWAY_TOKEN {reason}" in str(failure.value)
+    assert not value.strip() or value not in str(failure.value)
+
+
+def test_an_admin_secret_that_is_set_must_be_32_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ADMIN_SECRET", STRONG[:20])
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert "ADMIN_SECRET is shorter than 32 characters" in str(failure.value)
+    assert STRONG[:20] not in str(failure.value)
+
+    monkeypatch.setenv("ADMIN_SECRET", STRONG)
+    monkeypatch.setenv("GATEWAY_TOKEN", STRONG[::-1])
+    settings = load_settings()
+    assert settings.admin_secret is not None and len(settings.admin_secret) == len(STRONG)
+
+
+def test_jev_url_without_jev_api_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("JEV_URL", "http://jev:8001")
+    monkeypatch.delenv("JEV_API_KEY", raising=False)
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert "JEV_URL is set without JEV_API_KEY" in str(failure.value)
+
+    monkeypatch.setenv("JEV_API_KEY", "jev-key")
+    assert load_settings().jev_api_key is not None

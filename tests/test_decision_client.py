@@ -293,7 +293,7 @@ async def test_logged_decider_still_refuses_the_wrong_kind(
 def bot_settings(**overrides: object) -> Settings:
     return Settings(
         database_url="postgresql+asyncpg://unused@127.0.0.1/unused",
-        gateway_token="unused",
+        gateway_token="unused-gateway-token-0a1b2c3d4e5f6a7b",
         _env_file=None,
         **overrides,  # type: ignore[arg-type]
     )

@@ -38,7 +38,7 @@ from app.memory.store import Why
 from app.models.nightly import NightlyRun
 from tests.support.servers import serve
 
-SECRET = "test-admin-secret"
+SECRET = "test-admin-secret-8c2e4a6f1d3b5907"
 ADMIN_OPERATIONS = {
     "POST /memory/rollback",
     "POST /nightly/run",

@@ -27,7 +27,7 @@ from app.main import create_app
 from app.models.inbox import InboxEvent
 from tests.support.servers import serve
 
-TOKEN_VALUE = "test-gateway-token"
+TOKEN_VALUE = "test-gateway-token-3d9f1c7a5b2e8064"
 TOKEN = {"x-discord-gateway-token": TOKEN_VALUE}
 MAX_BODY = 1024 * 1024
 ANSWERS = {200, 401, 413, 422}

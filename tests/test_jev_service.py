@@ -245,11 +245,11 @@ async def test_healthz_needs_no_key(jev: httpx.AsyncClient) -> None:
     assert response.status_code == 200
 
 
-async def test_no_key_configured_means_open(
+async def test_no_key_with_the_local_development_flag_means_open(
     sdk: anthropic.AsyncAnthropic, model: FakeAnthropic
 ) -> None:
     model.push(ToolUse("answer_boolean", {"answer": True}))
-    settings = JevSettings(_env_file=None)
+    settings = JevSettings(jev_allow_no_key=True, _env_file=None)
     async with serve(create_app(settings, client=sdk)) as url, httpx.AsyncClient() as http:
         response = await http.post(f"{url}/v1/decide", json=ask(Question.IS_TASK))
 

@@ -23,7 +23,7 @@ from tests.support.memory_env import add_message, memories_of
 from tests.support.stack import running_stack
 from tests.support.worker import drain
 
-AUTH = {"Authorization": "Bearer test-admin-secret"}
+AUTH = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 ALICE, BOB = 11, 22
 
 

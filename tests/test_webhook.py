@@ -23,7 +23,7 @@ from tests.support.frames import frame, message_create, reaction_add
 from tests.support.servers import free_port, serve
 from tests.support.worker import drain
 
-TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
 ARQ_QUEUE = "arq:queue"
 
 

@@ -14,8 +14,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.config import Settings
 from app.admin.deps import get_app_settings
+from app.config import Settings
 
 ADMIN_PATHS = ("/memory/rollback", "/nightly/")
 DISABLED = "admin API disabled: ADMIN_SECRET is not set"

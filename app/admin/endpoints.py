@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
 
 from app.admin.auth import require_admin
+from app.admin.deps import get_queue, get_sessions
 from app.admin.schemas import (
     AlreadyRanBody,
     AlreadyRolledBackBody,
@@ -27,7 +28,6 @@ from app.kit.queue import JobQueue
 from app.memory import runs
 from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
 from app.nightly.run import AlreadyRan, start_nightly_run
-from app.admin.deps import get_queue, get_sessions
 
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},

@@ -20,7 +20,7 @@ from app.chat.anthropic import anthropic_client
 from app.decision.base import NoDecision
 from app.decision.model import AnthropicDecider, ModelTimeout
 from app.decision.wire import DecideRequest, answer_body
-from app.jev.settings import JevSettings
+from app.jev.settings import JevSettings, load_jev_settings
 
 log = logging.getLogger("app.jev")
 
@@ -40,7 +40,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        config = settings or JevSettings()
+        config = settings or load_jev_settings()
+        if config.jev_api_key is None:
+            log.warning(
+                "JEV_ALLOW_NO_KEY is set: serving without JEV_API_KEY, anyone who can reach "
+                "this port may call the model; for local development only"
+            )
         async with httpx2.AsyncClient() as http:
             model = client or anthropic_client(
                 http, timeout_s=config.jev_timeout_s, max_retries=config.jev_max_retries

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import NonNegativeInt, PositiveFloat, SecretStr, field_validator
+from typing import Self
+
+from pydantic import (
+    NonNegativeInt,
+    PositiveFloat,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.config import DEFAULT_JEV_MODEL
+from app.config import DEFAULT_JEV_MODEL, SettingsError
+from app.kit.env import describe
 
 
 class JevSettings(BaseSettings):
-    """JEV_MODEL, JEV_API_KEY (optional bearer key), JEV_TIMEOUT_S (the whole model call,
-    retries included: keep it below the bot's JEV_TIMEOUT_S), JEV_MAX_RETRIES.
+    """JEV_MODEL, JEV_API_KEY (the bearer key callers must send), JEV_TIMEOUT_S (the whole
+    model call, retries included: keep it below the bot's JEV_TIMEOUT_S), JEV_MAX_RETRIES,
+    JEV_ALLOW_NO_KEY (local development only: serve without a key).
     The Anthropic SDK reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL itself."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
@@ -19,8 +30,26 @@ class JevSettings(BaseSettings):
     jev_api_key: SecretStr | None = None
     jev_timeout_s: PositiveFloat = 8.0
     jev_max_retries: NonNegativeInt = 2
+    jev_allow_no_key: bool = False
 
     @field_validator("jev_api_key", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _key_required(self) -> Self:
+        # An open decision service lets anyone spend the model budget and steer memory writes.
+        if self.jev_api_key is None and not self.jev_allow_no_key:
+            raise ValueError(
+                "JEV_API_KEY is required (JEV_ALLOW_NO_KEY=true serves without one, "
+                "for local development only)"
+            )
+        return self
+
+
+def load_jev_settings() -> JevSettings:
+    try:
+        return JevSettings()
+    except ValidationError as exc:
+        raise SettingsError(describe(exc)) from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 from arq.connections import ArqRedis
 from arq.constants import default_queue_name, expires_extra_ms, job_key_prefix
@@ -10,6 +12,26 @@ from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
 from redis.asyncio import ConnectionPool
 from redis.exceptions import RedisError
+
+
+def dump_job(data: dict[str, Any]) -> bytes:
+    """ARQ's job and result records as JSON, not pickle: decoding what is in Redis can never
+    run code, and job arguments are ids and strings anyway (ints keep all 64 bits)."""
+    return json.dumps(data, separators=(",", ":"), default=_exception_name).encode()
+
+
+def load_job(raw: bytes) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(raw)
+    return data
+
+
+def _exception_name(value: object) -> str:
+    # ARQ stores a failed job's exception as its result record; keep only the type, whose
+    # name carries no data. Anything else that is not JSON is a bug: refuse it.
+    if isinstance(value, BaseException):
+        return type(value).__name__
+    raise TypeError(f"{type(value).__name__} is not a job argument (ids and strings only)")
+
 
 # SET NX first: a job id that is already queued or running keeps its job and its place.
 _ENQUEUE_MANY = """
@@ -38,7 +60,7 @@ class ArqQueue:
         now = timestamp_ms()
         argv: list[str | bytes | int] = [default_queue_name, now, expires_extra_ms, job_key_prefix]
         for args, job_id in calls:
-            argv += [job_id, serialize_job(job, args, {}, None, now)]
+            argv += [job_id, serialize_job(job, args, {}, None, now, serializer=dump_job)]
         await self._enqueue_many(args=argv)
 
     async def ping(self) -> bool:
@@ -55,4 +77,6 @@ def create_queue(redis_url: str) -> ArqQueue:
     pool = ConnectionPool.from_url(
         redis_url, socket_connect_timeout=1.0, socket_timeout=2.0, max_connections=64
     )
-    return ArqQueue(ArqRedis(connection_pool=pool))
+    return ArqQueue(
+        ArqRedis(connection_pool=pool, job_serializer=dump_job, job_deserializer=load_job)
+    )

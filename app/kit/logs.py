@@ -12,7 +12,12 @@ from typing import Any
 
 _context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("log_context", default={})  # noqa: B039
 
-_RESERVED = set(vars(logging.makeLogRecord({})))
+# The context rides on the record under this one attribute, never as top-level attributes:
+# `logging` refuses an `extra=` key that is already an attribute of the record, so a call
+# passing `extra={"channel_id": …}` inside `log_context(channel_id=…)` would raise.
+CONTEXT_ATTR = "log_context"
+
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {CONTEXT_ATTR}
 
 
 @contextmanager
@@ -29,15 +34,22 @@ _base_factory = logging.getLogRecordFactory()
 
 
 def _record_with_context(*args: Any, **kwargs: Any) -> logging.LogRecord:
-    # The context is copied when the record is made, so it survives queues and handlers
-    # that format later (and test capture).
+    # The context is taken when the record is made, so it survives queues and handlers
+    # that format later (and test capture). The dict is never mutated: log_context makes a
+    # new one per block.
     record = _base_factory(*args, **kwargs)
-    for key, value in _context.get().items():
-        record.__dict__.setdefault(key, value)
+    setattr(record, CONTEXT_ATTR, _context.get())
     return record
 
 
 logging.setLogRecordFactory(_record_with_context)
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's context and `extra` fields, merged; `extra` wins on a shared key."""
+    fields = dict(getattr(record, CONTEXT_ATTR, None) or {})
+    fields.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+    return fields
 
 
 class JsonFormatter(logging.Formatter):
@@ -48,7 +60,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "event": record.getMessage(),
         }
-        event.update({k: v for k, v in vars(record).items() if k not in _RESERVED})
+        event.update(record_fields(record))
         if record.exc_info:
             event["exc"] = self.formatException(record.exc_info)
         return json.dumps(event, default=str, ensure_ascii=False)

@@ -71,8 +71,8 @@ def fault_settings(private: Private) -> Settings:
     return Settings(
         database_url=private.database_url,
         redis_url=private.redis.url,
-        gateway_token="test-gateway-token",
-        admin_secret="test-admin-secret",
+        gateway_token="test-gateway-token-3d9f1c7a5b2e8064",
+        admin_secret="test-admin-secret-8c2e4a6f1d3b5907",
         discord_bot_token="test-bot-token",
         discord_bot_user_id=1000,
         _env_file=None,

@@ -31,7 +31,7 @@ from tests.support.servers import free_port
 from tests.support.stack import BOT_ID, Stack, running_stack
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
 MAX_STARTS = 5  # a worker that keeps dying is a failure, not something to restart forever
 REPORTS: list[str] = []  # every tally line, repeated in pytest's terminal summary
 
@@ -68,6 +68,7 @@ def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
         DISCORD_BOT_TOKEN=token.get_secret_value() if token else "",
         DISCORD_BOT_USER_ID=str(settings.discord_bot_user_id),
         JEV_URL=settings.jev_url or "",
+        JEV_API_KEY=settings.jev_api_key.get_secret_value() if settings.jev_api_key else "",
         ANTHROPIC_BASE_URL=anthropic_url,
         ANTHROPIC_API_KEY="test-anthropic-key",
         CHAT_TIMEOUT_S=str(settings.chat_timeout_s),

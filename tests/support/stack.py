@@ -22,7 +22,8 @@ from tests.support.servers import serve
 from tests.support.worker import drain
 
 BOT_ID = 1000
-TOKEN = {"x-discord-gateway-token": "test-gateway-token"}
+TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
+JEV_KEY = "test-jev-key-6b1d8f3a0c5e7294"
 
 
 @dataclass
@@ -60,7 +61,7 @@ async def running_stack(
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """``discord_app`` serves in place of ``discord.app`` (e.g. a wrapper that holds answers)."""
-    jev, model = FakeJev(), FakeAnthropic()
+    jev, model = FakeJev(api_key=JEV_KEY), FakeAnthropic()
     discord = discord or FakeDiscord(bot_user_id=BOT_ID)
     model.default = Text("Hello from the model!")
     async with (
@@ -76,6 +77,7 @@ async def running_stack(
                 "discord_bot_token": SecretStr(discord.token),
                 "discord_bot_user_id": BOT_ID,
                 "jev_url": jev_url,
+                "jev_api_key": SecretStr(JEV_KEY),
                 **overrides,
             }
         )

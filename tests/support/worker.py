@@ -20,6 +20,8 @@ def make_worker(settings: Settings) -> Worker:
         poll_delay=0,
         handle_signals=False,
         job_timeout=WorkerSettings.job_timeout,
+        job_serializer=WorkerSettings.job_serializer,
+        job_deserializer=WorkerSettings.job_deserializer,
     )
 
 
