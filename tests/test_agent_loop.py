@@ -318,4 +318,5 @@ async def test_run_command_goes_to_the_channels_docker_sandbox(rig: Rig) -> None
         assert await agent.stop_idle(utcnow() + timedelta(minutes=6)) == [12]
 
     assert last_tool_result(rig.model.requests[1])["content"] == "exit code: 0\nLinux\n"
-    assert [c.name for c in docker.containers.values()] == ["companion-sandbox-12"]
+    assert [spec["Labels"]["companion.channel"] for spec in docker.created] == ["12"]
+    assert docker.containers == {}  # idle: stopped and removed
