@@ -4,6 +4,7 @@ idle removal, the cap on running sandboxes."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,7 @@ from app.agent.sandbox.docker import (
     Limits,
     container_spec,
 )
+from app.kit.logs import log_context
 from tests.support.servers import serve
 
 IMAGE = "debian:bookworm-slim"
@@ -397,3 +399,21 @@ async def test_a_container_removed_by_another_sweep_mid_start_is_created_again(r
     assert result.exit_code == 0
     assert len(swept) == 1 and len(rig.docker.created) == 2
     assert running(rig.docker) == {"companion-sandbox-8"}
+
+
+async def test_sandbox_logs_inside_a_task_log_context_at_info_level(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A record's `extra` repeating a log-context key raises; at INFO that broke every start.
+    caplog.set_level(logging.INFO, logger="app.agent")
+    sandbox = DockerSandbox(rig.http, IMAGE, clock=rig.clock, max_containers=1)
+
+    with log_context(channel_id=61):
+        first = await sandbox.run(61, "true", 60)
+        with pytest.raises(SandboxBusy):
+            await sandbox.run(62, "true", 60)
+
+    assert first.exit_code == 0
+    events = [(r.getMessage(), r.__dict__.get("channel_id")) for r in caplog.records]
+    assert ("sandbox started", 61) in events
+    assert ("sandbox cap reached", 62) in events

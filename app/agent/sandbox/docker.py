@@ -28,6 +28,7 @@ from app.agent.sandbox.base import (
     result_from,
 )
 from app.kit.clock import utcnow
+from app.kit.logs import log_context
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +181,16 @@ class DockerSandbox:
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def run(self, channel_id: int, command: str, timeout_s: float) -> CommandResult:
-        self._touch(channel_id, +1)
-        try:
-            container = await self._ensure_running(channel_id)
-            return await self._exec(container, command, timeout_s)
-        except httpx.HTTPError as exc:
-            raise SandboxError(f"docker engine unreachable: {type(exc).__name__}") from None
-        finally:
-            self._touch(channel_id, -1)
+        # The channel goes in the log context: a record's `extra` may not repeat a context key.
+        with log_context(channel_id=channel_id):
+            self._touch(channel_id, +1)
+            try:
+                container = await self._ensure_running(channel_id)
+                return await self._exec(container, command, timeout_s)
+            except httpx.HTTPError as exc:
+                raise SandboxError(f"docker engine unreachable: {type(exc).__name__}") from None
+            finally:
+                self._touch(channel_id, -1)
 
     async def stop_idle(self, now: datetime) -> list[int]:
         """Stop and remove sandbox containers unused for five minutes, and remove our stopped
@@ -218,9 +221,8 @@ class DockerSandbox:
             if channel_id is not None:
                 self._last_used.pop(channel_id, None)
                 removed.append(channel_id)
-            log.info(
-                "sandbox removed", extra={"channel_id": channel_id, "was_running": was_running}
-            )
+            with log_context(channel_id=channel_id):
+                log.info("sandbox removed", extra={"was_running": was_running})
 
     def _touch(self, channel_id: int, delta: int) -> None:
         self._busy[channel_id] = self._busy.get(channel_id, 0) + delta
@@ -252,7 +254,7 @@ class DockerSandbox:
         if info is not None and info["State"]["Running"]:
             return str(info["Id"])
         if await self._count_running() >= self._max_containers:
-            self._refuse(channel_id)
+            self._refuse()
         if info is None:
             await self._create(name, channel_id)
         response = await self._client.post(_path(f"/containers/{name}/start"))
@@ -264,16 +266,13 @@ class DockerSandbox:
         # backs off, so the engine never keeps more than the cap running.
         if await self._count_running() > self._max_containers:
             await self._remove(name, force=True)
-            self._refuse(channel_id)
-        log.info("sandbox started", extra={"channel_id": channel_id})
+            self._refuse()
+        log.info("sandbox started")
         info = await self._inspect(name)
         return str(info["Id"]) if info is not None else None
 
-    def _refuse(self, channel_id: int) -> NoReturn:
-        log.warning(
-            "sandbox cap reached",
-            extra={"channel_id": channel_id, "max_containers": self._max_containers},
-        )
+    def _refuse(self) -> NoReturn:
+        log.warning("sandbox cap reached", extra={"max_containers": self._max_containers})
         raise SandboxBusy()
 
     async def _create(self, name: str, channel_id: int) -> None:
