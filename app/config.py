@@ -12,6 +12,7 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -74,9 +75,34 @@ class Settings(BaseSettings):
     jina_reader_url: str = "https://r.jina.ai"
 
     sandbox_backend: SandboxBackend = SandboxBackend.NONE
+    # The local backend runs model-chosen commands on the worker host, where
+    # /proc/$PPID/environ shows every secret: it needs this explicit opt-in.
+    sandbox_local_unsafe: bool = Field(default=False, validate_default=True)
     sandbox_image: str = "debian:bookworm-slim"
+    # "none" (no network at all) or the name of a Docker network the operator chose for egress.
+    sandbox_network: str = "none"
+    sandbox_max_containers: PositiveInt = 4
     sandbox_root: str = "/tmp/companion-sandbox"
     docker_url: str = "unix:///var/run/docker.sock"
+
+    @field_validator("sandbox_local_unsafe")
+    @classmethod
+    def _local_needs_unsafe_flag(cls, value: bool, info: ValidationInfo) -> bool:
+        if info.data.get("sandbox_backend") is SandboxBackend.LOCAL and not value:
+            raise ValueError(
+                "must be true to use SANDBOX_BACKEND=local, which runs commands unsandboxed "
+                "on the worker host; use SANDBOX_BACKEND=docker in production"
+            )
+        return value
+
+    @field_validator("sandbox_network")
+    @classmethod
+    def _docker_network_name(cls, value: str) -> str:
+        # "host" and "container:<id>" would share a namespace holding our own services.
+        plain = value.replace("_", "").replace(".", "").replace("-", "")
+        if value == "host" or not (value[:1].isalnum() and plain.isascii() and plain.isalnum()):
+            raise ValueError("must be none or the name of a Docker network (not host)")
+        return value
 
     persona_path: str = "persona.md"
 

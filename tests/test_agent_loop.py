@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,13 +15,16 @@ import anthropic
 import httpx
 import httpx2
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
 from app.agent import AgentLimits, TaskAgent, TaskRequest, build_agent
-from app.agent.fake_docker import ExecOutput, FakeDocker
+from app.agent.fake_docker import ExecOutput, FakeContainer, FakeDocker
 from app.agent.fake_jina import FakeJina
+from app.agent.sandbox.base import KILL_AFTER_S
+from app.agent.sandbox.docker import Limits, container_spec
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
-from app.config import SandboxBackend, Settings
+from app.config import SandboxBackend, Settings, SettingsError
 from app.db import SessionFactory
 from app.kit.clock import utcnow
 from tests.support.servers import serve
@@ -83,14 +87,29 @@ async def rig(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Rig
             yield Rig(model, jina, configured, sessions, client, http)
 
 
-def task(channel_id: int = 1, request: str = "find the Python 3.13 release date") -> TaskRequest:
+def task(
+    channel_id: int = 1, request: str = "find the Python 3.13 release date", staff: bool = False
+) -> TaskRequest:
     return TaskRequest(
         channel_id=channel_id,
         requester_name="Ana",
         request=request,
         recent_lines=[f"Bo: line {i}" for i in range(12)],
         persona=PERSONA,
+        requester_is_staff=staff,
     )
+
+
+def tool_names(body: dict[str, Any]) -> set[str]:
+    return {t["name"] for t in body["tools"]}
+
+
+def entries(path: Path) -> list[Path]:
+    return list(path.iterdir())
+
+
+def elapsed_since(started: float) -> float:
+    return time.monotonic() - started
 
 
 def last_tool_result(body: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +190,11 @@ async def test_long_results_are_cut_to_eight_thousand_characters(rig: Rig) -> No
         "http://[::1]:8080/",
         "http://metadata.google.internal/computeMetadata/v1/",
         "http://internal.test/",  # the resolver maps it to 10.0.0.1
+        "http://127.0.0.1\\@example.com/",
+        "http://user@example.com/",
+        "http://[2002:7f00:1::]/",  # 6to4 of 127.0.0.1
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",  # Teredo
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # NAT64 of the metadata address
     ],
 )
 async def test_refused_url_is_a_tool_error_and_never_fetched(rig: Rig, url: str) -> None:
@@ -292,18 +316,22 @@ async def test_a_failed_run_leaves_the_session_unchanged(rig: Rig) -> None:
     assert "two" not in json.dumps(contents)
 
 
-async def test_run_command_is_offered_and_runs_in_the_local_sandbox(
+async def test_run_command_is_offered_to_staff_and_runs_in_the_local_sandbox(
     rig: Rig, tmp_path: Path
 ) -> None:
     rig.model.push(
         ToolUse("run_command", {"command": "echo hi > f.txt && cat f.txt && pwd"}),
         Text("it printed hi"),
     )
-    agent = rig.agent(sandbox_backend=SandboxBackend.LOCAL, sandbox_root=str(tmp_path))
+    agent = rig.agent(
+        sandbox_backend=SandboxBackend.LOCAL,
+        sandbox_local_unsafe=True,
+        sandbox_root=str(tmp_path),
+    )
 
-    assert await agent.run(task(channel_id=11)) == "it printed hi"
+    assert await agent.run(task(channel_id=11, staff=True)) == "it printed hi"
 
-    assert "run_command" in {t["name"] for t in rig.model.requests[0]["tools"]}
+    assert "run_command" in tool_names(rig.model.requests[0])
     content = last_tool_result(rig.model.requests[1])["content"]
     assert content == f"exit code: 0\nhi\n{tmp_path / '11'}\n"
 
@@ -314,8 +342,182 @@ async def test_run_command_goes_to_the_channels_docker_sandbox(rig: Rig) -> None
     async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
         agent = rig.agent(docker_http=docker_http, sandbox_backend=SandboxBackend.DOCKER)
 
-        assert await agent.run(task(channel_id=12)) == "It is Linux."
+        assert (
+            await agent.run(task(channel_id=12)) == "It is Linux."
+        )  # not staff: docker serves all
         assert await agent.stop_idle(utcnow() + timedelta(minutes=6)) == [12]
 
+    assert "run_command" in tool_names(rig.model.requests[0])
     assert last_tool_result(rig.model.requests[1])["content"] == "exit code: 0\nLinux\n"
-    assert [c.name for c in docker.containers.values()] == ["companion-sandbox-12"]
+    assert [spec["Labels"]["companion.channel"] for spec in docker.created] == ["12"]
+    assert docker.containers == {}  # idle: stopped and removed
+
+
+async def test_local_run_command_is_neither_offered_nor_run_for_members_who_are_not_staff(
+    rig: Rig, tmp_path: Path
+) -> None:
+    rig.model.push(ToolUse("run_command", {"command": "touch /tmp/x"}), Text("not allowed"))
+    agent = rig.agent(
+        sandbox_backend=SandboxBackend.LOCAL,
+        sandbox_local_unsafe=True,
+        sandbox_root=str(tmp_path),
+    )
+
+    assert await agent.run(task(channel_id=13)) == "not allowed"
+
+    assert tool_names(rig.model.requests[0]) == {"web_search", "read_page"}
+    result = last_tool_result(rig.model.requests[1])
+    assert result["is_error"] is True
+    assert result["content"] == "run_command is only available to staff"
+    assert entries(tmp_path) == []  # no working directory: nothing ran
+
+
+async def test_building_a_local_agent_logs_a_loud_warning(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="app.agent")
+
+    rig.agent(
+        sandbox_backend=SandboxBackend.LOCAL,
+        sandbox_local_unsafe=True,
+        sandbox_root=str(tmp_path),
+    )
+
+    (record,) = [r for r in caplog.records if r.name == "app.agent.build"]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("UNSAFE: SANDBOX_BACKEND=local")
+    assert "staff only" in record.getMessage()
+
+
+async def test_a_local_agent_without_the_unsafe_flag_is_not_built(rig: Rig, tmp_path: Path) -> None:
+    # Settings validation refuses this combination; a copied Settings skips validation.
+    with pytest.raises(SettingsError, match="SANDBOX_LOCAL_UNSAFE"):
+        rig.agent(sandbox_backend=SandboxBackend.LOCAL, sandbox_root=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("network", "claim"),
+    [("none", "no network access"), ("sandbox-egress", "network access)")],
+)
+async def test_run_command_description_matches_the_sandbox_network(
+    rig: Rig, network: str, claim: str
+) -> None:
+    docker = FakeDocker()
+    rig.model.push(Text("done"))
+    async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
+        agent = rig.agent(
+            docker_http=docker_http, sandbox_backend=SandboxBackend.DOCKER, sandbox_network=network
+        )
+        await agent.run(task())
+
+    (spec,) = [t for t in rig.model.requests[0]["tools"] if t["name"] == "run_command"]
+    assert claim in spec["description"]
+    assert "internet" not in spec["description"]
+    if network == "none":
+        assert "network access)" not in spec["description"].replace("no network access", "")
+
+
+async def test_busy_sandboxes_are_a_tool_error_for_the_model_and_counted(rig: Rig) -> None:
+    docker = FakeDocker()
+    for n in (91, 92):  # two other channels' sandboxes fill the cap
+        docker.containers[f"c{n}"] = FakeContainer(
+            id=f"c{n}", name=f"x{n}", spec=container_spec("img", n, Limits()), running=True
+        )
+    rig.model.push(ToolUse("run_command", {"command": "ls"}), Text("busy, later"))
+    before = REGISTRY.get_sample_value("agent_sandbox_busy_total") or 0.0
+    async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
+        agent = rig.agent(
+            docker_http=docker_http,
+            sandbox_backend=SandboxBackend.DOCKER,
+            sandbox_max_containers=2,
+        )
+        assert await agent.run(task(channel_id=14)) == "busy, later"
+
+    result = last_tool_result(rig.model.requests[1])
+    assert result["is_error"] is True
+    assert result["content"] == "all sandboxes are busy, try again later"
+    assert REGISTRY.get_sample_value("agent_sandbox_busy_total") == before + 1
+    assert docker.created == [] and docker.execs == {}
+
+
+async def test_a_budget_shorter_than_the_total_cuts_a_slow_model_call(rig: Rig) -> None:
+    rig.model.push(Delay(1.5, Text("too late")))
+    started = time.monotonic()
+
+    answer = await rig.agent().run(task(), budget_s=0.3)  # the configured total is 75 s
+
+    assert answer is None
+    assert elapsed_since(started) < 1.0
+
+
+async def test_the_configured_total_caps_a_larger_budget(rig: Rig) -> None:
+    rig.model.push(Delay(1.5, Text("too late")))
+    started = time.monotonic()
+
+    answer = await rig.agent(AgentLimits(total_s=0.3)).run(task(), budget_s=60)
+
+    assert answer is None
+    assert elapsed_since(started) < 1.0
+
+
+async def test_no_budget_left_returns_none_without_calling_the_model(rig: Rig) -> None:
+    assert await rig.agent().run(task(), budget_s=0) is None
+
+    assert rig.model.requests == []
+
+
+async def test_a_tool_call_without_time_left_is_not_started(rig: Rig) -> None:
+    rig.jina.results["q"] = "r"
+    rig.model.push(ToolUse("web_search", {"query": "q"}), Text("what I know already"))
+
+    # 3 s in all, of which 10 s are kept for the answer: no tool call fits.
+    answer = await rig.agent().run(task(), budget_s=3)
+
+    assert answer == "what I know already"
+    result = last_tool_result(rig.model.requests[1])
+    assert result["is_error"] is True
+    assert result["content"].startswith("out of time: web_search was not started")
+    assert rig.jina.requests == []
+
+
+def timeout_like_gnu(cmd: list[str]) -> ExecOutput:
+    """A command that never ends by itself, stopped by `timeout` at its limit (exit 124)."""
+    return ExecOutput(b"working\n", exit_code=124, delay_s=float(cmd[3]))
+
+
+async def test_a_command_gets_only_the_time_the_budget_leaves(rig: Rig) -> None:
+    docker = FakeDocker(exec_handler=timeout_like_gnu)
+    rig.model.push(ToolUse("run_command", {"command": "sleep 600"}), Text("it kept running"))
+    limits = AgentLimits(answer_reserve_s=0.5, min_tool_s=0.5)
+    started = time.monotonic()
+    async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
+        agent = rig.agent(limits, docker_http=docker_http, sandbox_backend=SandboxBackend.DOCKER)
+        answer = await agent.run(task(channel_id=15), budget_s=5)
+
+    assert answer == "it kept running"
+    assert elapsed_since(started) < 5
+    (run,) = docker.execs.values()
+    command_limit = int(run.spec["Cmd"][3])
+    assert command_limit >= 1 and command_limit + KILL_AFTER_S <= 5 - 0.5
+    content = last_tool_result(rig.model.requests[1])["content"]
+    assert content.startswith(f"timed out after {command_limit} s")
+
+
+async def test_a_hung_tool_is_stopped_at_the_deadline_and_the_model_still_answers(
+    rig: Rig,
+) -> None:
+    # An exec whose in-container timeout fails: only the task's own deadline ends it.
+    docker = FakeDocker(exec_handler=lambda cmd: ExecOutput(b"", delay_s=30))
+    rig.model.push(ToolUse("run_command", {"command": "hang"}), Text("the command hung"))
+    limits = AgentLimits(answer_reserve_s=1.0, min_tool_s=0.5)
+    started = time.monotonic()
+    async with serve(docker.app) as url, httpx.AsyncClient(base_url=url) as docker_http:
+        agent = rig.agent(limits, docker_http=docker_http, sandbox_backend=SandboxBackend.DOCKER)
+        answer = await agent.run(task(channel_id=16), budget_s=5)
+        elapsed = elapsed_since(started)
+
+    assert answer == "the command hung"
+    assert 3 < elapsed < 5  # the tool ran until about 5 - 1 s, then the model answered
+    result = last_tool_result(rig.model.requests[1])
+    assert result["is_error"] is True
+    assert result["content"] == "run_command ran out of time"

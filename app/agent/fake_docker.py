@@ -1,7 +1,8 @@
 """A small local fake of the Docker Engine API: the calls the docker sandbox makes.
 
-Containers (create/inspect/list/start/stop/kill/delete), exec (create/start/inspect, output
-as Docker's multiplexed stream) and image pull. Records create specs and every call."""
+Containers (create/inspect/list/start/stop/kill/delete, with the engine's status codes),
+exec (create/start/inspect, output as Docker's multiplexed stream) and image pull. Records
+create specs and every call."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from app.agent.sandbox.docker import API_VERSION
@@ -66,6 +67,9 @@ class FakeDocker:
     execs: dict[str, FakeExec] = field(default_factory=dict)
     created: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    # Runs before each request is handled, with (method, path): a test's stand-in for
+    # another worker acting at that moment.
+    on_request: Callable[[str, str], None] | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def find(self, ref: str) -> FakeContainer | None:
@@ -79,7 +83,10 @@ class FakeDocker:
 
         @app.middleware("http")
         async def record(request: Request, call_next: Any) -> Any:
-            self.calls.append((request.method, request.url.path.removeprefix(f"/{API_VERSION}")))
+            call = (request.method, request.url.path.removeprefix(f"/{API_VERSION}"))
+            self.calls.append(call)
+            if self.on_request is not None:
+                self.on_request(*call)
             return await call_next(request)
 
         self._container_routes(app)
@@ -90,16 +97,20 @@ class FakeDocker:
         v = f"/{API_VERSION}"
 
         @app.get(v + "/containers/json")
-        async def list_(filters: str = "{}") -> JSONResponse:
+        async def list_(
+            filters: str = "{}", every: str = Query("false", alias="all")
+        ) -> JSONResponse:
             wanted = json.loads(filters)
             labels = dict(item.split("=", 1) for item in wanted.get("label", []))
-            only_running = "running" in wanted.get("status", [])
+            # Like the engine: running ones only, unless `all` or a status filter says otherwise.
+            statuses = set(wanted.get("status", []))
+            if not statuses and every not in ("1", "true", "True"):
+                statuses = {"running"}
             return JSONResponse(
                 [
                     self._summary(c)
                     for c in self.containers.values()
-                    if (c.running or not only_running)
-                    and all(c.spec.get("Labels", {}).get(k) == val for k, val in labels.items())
+                    if (not statuses or _state(c) in statuses) and _labelled(c, labels)
                 ]
             )
 
@@ -133,10 +144,16 @@ class FakeDocker:
             return self._set_running(ref, False)
 
         @app.delete(v + "/containers/{ref}")
-        async def delete(ref: str) -> Response:
+        async def delete(ref: str, force: str = "false") -> Response:
             c = self.find(ref)
             if c is None:
-                return _error(404, "No such container")
+                return _error(404, f"No such container: {ref}")
+            if c.running and force not in ("1", "true", "True"):
+                return _error(
+                    409,
+                    f"You cannot remove a running container {c.id}. "
+                    "Stop the container before attempting removal or force remove",
+                )
             del self.containers[c.id]
             return Response(status_code=204)
 
@@ -197,11 +214,10 @@ class FakeDocker:
         return Response(status_code=204)
 
     def _summary(self, c: FakeContainer) -> dict[str, Any]:
-        state = "running" if c.running else "exited"
         return {
             "Id": c.id,
             "Names": [f"/{c.name}"],
-            "State": state,
+            "State": _state(c),
             "Labels": c.spec.get("Labels", {}),
         }
 
@@ -218,6 +234,16 @@ class FakeDocker:
             "Config": {k: v for k, v in c.spec.items() if k != "HostConfig"},
             "HostConfig": c.spec.get("HostConfig", {}),
         }
+
+
+def _state(c: FakeContainer) -> str:
+    if c.running:
+        return "running"
+    return "exited" if c.started_at is not None else "created"
+
+
+def _labelled(c: FakeContainer, labels: dict[str, str]) -> bool:
+    return all(c.spec.get("Labels", {}).get(k) == v for k, v in labels.items())
 
 
 def _error(status: int, message: str) -> JSONResponse:

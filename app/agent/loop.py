@@ -1,4 +1,4 @@
-"""The bounded tool loop: at most N model calls and T seconds, then an answer or nothing."""
+"""The bounded tool loop: at most N model calls in the time budget, then an answer or nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from anthropic.types import ContentBlock, ToolUseBlock
 from app.agent.prompt import TaskRequest, final_text, system_blocks, task_message
 from app.agent.sandbox.docker import DockerSandbox
 from app.agent.session import Message, SessionStore, flatten
-from app.agent.tools import Toolbox
+from app.agent.tools import MIN_TOOL_S, Toolbox
 from app.kit.logs import log_context
 
 log = logging.getLogger(__name__)
@@ -25,8 +25,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class AgentLimits:
     max_steps: int = 8  # model calls per task
-    total_s: float = 75.0  # the hosting ARQ job times out at 100 s
+    total_s: float = 75.0  # the hosting ARQ job times out at 100 s; a caller's budget may cut it
     max_tokens: int = 1024
+    # Tool calls leave this much of the budget for the model call that writes the answer.
+    answer_reserve_s: float = 10.0
+    min_tool_s: float = MIN_TOOL_S  # a tool call that would get less is not started
+
+
+def time_limit(total_s: float, budget_s: float | None) -> float:
+    """The task's whole time: the configured total, cut to the caller's budget if smaller."""
+    return total_s if budget_s is None else min(total_s, budget_s)
 
 
 def block_dict(block: ContentBlock) -> dict[str, Any] | None:
@@ -58,15 +66,23 @@ class TaskAgent:
         self._docker = sandbox
         self._owned_http = owned_http
 
-    async def run(self, request: TaskRequest) -> str | None:
-        """The agent's one Discord message, or None so the turn writes its normal reply."""
+    async def run(self, request: TaskRequest, budget_s: float | None = None) -> str | None:
+        """The agent's one Discord message, or None so the turn writes its normal reply.
+
+        ``budget_s``: the time the caller can still give (its job's remaining time less what
+        it needs afterwards); the whole loop, every model and tool call included, fits in
+        the smaller of it and ``AgentLimits.total_s``."""
         started = time.monotonic()
+        limit_s = time_limit(self._limits.total_s, budget_s)
         with log_context(channel_id=request.channel_id):
+            if limit_s <= 0:
+                log.warning("task agent skipped: no time left", extra={"limit_s": limit_s})
+                return None
             try:
-                async with asyncio.timeout(self._limits.total_s):
-                    answer = await self._run(request)
+                async with asyncio.timeout(limit_s):
+                    answer = await self._run(request, started + limit_s)
             except TimeoutError:
-                log.warning("task agent timed out", extra={"limit_s": self._limits.total_s})
+                log.warning("task agent timed out", extra={"limit_s": limit_s})
                 return None
             except anthropic.APIError as exc:
                 log.warning("task agent model call failed", extra={"error": type(exc).__name__})
@@ -82,7 +98,8 @@ class TaskAgent:
             return answer
 
     async def stop_idle(self, now: datetime) -> list[int]:
-        """Stop idle docker sandboxes (the worker calls this every minute); [] otherwise."""
+        """Stop and remove idle docker sandboxes and remove stopped leftovers (the worker
+        calls this every minute); the channel ids removed, [] without docker."""
         return await self._docker.stop_idle(now) if self._docker is not None else []
 
     async def aclose(self) -> None:
@@ -90,7 +107,7 @@ class TaskAgent:
         if self._owned_http is not None:
             await self._owned_http.aclose()
 
-    async def _run(self, request: TaskRequest) -> str | None:
+    async def _run(self, request: TaskRequest, deadline: float) -> str | None:
         earlier = flatten(await self._store.load(request.channel_id))
         turn: list[Message] = [{"role": "user", "content": task_message(request)}]
         for _ in range(self._limits.max_steps):
@@ -99,14 +116,15 @@ class TaskAgent:
                 max_tokens=self._limits.max_tokens,
                 system=system_blocks(request.persona),  # type: ignore[arg-type]
                 messages=[*earlier, *turn],  # type: ignore[list-item]
-                tools=self._toolbox.specs(),  # type: ignore[arg-type]
+                tools=self._toolbox.specs(request.requester_is_staff),  # type: ignore[arg-type]
             )
             content = [d for d in map(block_dict, response.content) if d is not None]
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             if not calls:
                 return await self._finish(request.channel_id, turn, content, response.stop_reason)
             turn.append({"role": "assistant", "content": content})
-            turn.append({"role": "user", "content": await self._results(request, calls)})
+            results = await self._results(request, calls, deadline)
+            turn.append({"role": "user", "content": results})
         log.warning("task agent hit the step cap", extra={"max_steps": self._limits.max_steps})
         return None
 
@@ -130,12 +148,18 @@ class TaskAgent:
         return text
 
     async def _results(
-        self, request: TaskRequest, calls: list[ToolUseBlock]
+        self, request: TaskRequest, calls: list[ToolUseBlock], deadline: float
     ) -> list[dict[str, Any]]:
         results = []
         for call in calls:
             args = call.input if isinstance(call.input, dict) else {}
-            outcome = await self._toolbox.call(request.channel_id, call.name, args)
+            outcome = await self._toolbox.call(
+                request.channel_id,
+                call.name,
+                args,
+                requester_is_staff=request.requester_is_staff,
+                time_left_s=deadline - time.monotonic() - self._limits.answer_reserve_s,
+            )
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": call.id,

@@ -20,6 +20,8 @@ class TaskRequest:
     request: str  # their message text
     recent_lines: list[str]  # the channel's last ten lines, oldest first, "Name: text"
     persona: str  # full persona system text, added as system prompt every turn
+    # Staff may use run_command on the unsandboxed local backend; nobody else may.
+    requester_is_staff: bool = False
 
 
 def system_blocks(persona: str) -> list[dict[str, Any]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,7 +14,14 @@ import httpx
 from prometheus_client import Counter, Histogram
 from pydantic import SecretStr
 
-from app.agent.sandbox.base import COMMAND_TIMEOUT_S, CommandResult, Sandbox, SandboxError
+from app.agent.sandbox.base import (
+    COMMAND_TIMEOUT_S,
+    KILL_AFTER_S,
+    CommandResult,
+    Sandbox,
+    SandboxBusy,
+    SandboxError,
+)
 from app.agent.urls import RefusedURL, Resolver, check_url, system_resolver
 
 log = logging.getLogger(__name__)
@@ -20,6 +29,8 @@ log = logging.getLogger(__name__)
 WEB_TIMEOUT_S = 30.0
 RESULT_CHARS = 8000
 CUT_MARKER = "\n[… cut at 8,000 characters]"
+# A tool call that would get less time than this (the task's deadline is near) is not started.
+MIN_TOOL_S = 5.0
 
 TOOL_CALLS = Counter("agent_tool_calls_total", "Task-agent tool calls", ["tool", "outcome"])
 TOOL_SECONDS = Histogram(
@@ -27,6 +38,10 @@ TOOL_SECONDS = Histogram(
     "Task-agent tool call duration",
     ["tool"],
     buckets=(0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 90),
+)
+SANDBOX_BUSY = Counter(
+    "agent_sandbox_busy_total",
+    "run_command calls refused: the cap on running sandboxes was reached",
 )
 
 WEB_SEARCH = {
@@ -47,19 +62,36 @@ READ_PAGE = {
         "required": ["url"],
     },
 }
-RUN_COMMAND = {
-    "name": "run_command",
-    "description": (
-        "Run a shell command with `bash -lc` in this channel's sandbox (Linux, working "
-        "directory /workspace, files kept while the sandbox runs, internet access). "
-        "60-second limit; returns the exit code and the last 4,000 characters of output."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "The shell command."}},
-        "required": ["command"],
-    },
-}
+
+
+def run_command_spec(network: bool) -> dict[str, Any]:
+    """The run_command tool as the model sees it; it claims network access only when there is."""
+    reach = "network access" if network else "no network access, so nothing can be downloaded"
+    return {
+        "name": "run_command",
+        "description": (
+            "Run a shell command with `bash -lc` in this channel's sandbox (Linux, working "
+            f"directory /workspace, files kept while the sandbox runs, {reach}). "
+            "60-second limit (less when the task is short of time); returns the exit code and "
+            "the last 4,000 characters of output."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The shell command."}},
+            "required": ["command"],
+        },
+    }
+
+
+def tool_time_limit(name: str, time_left_s: float | None, command_timeout_s: float) -> float:
+    """How long one tool call may run: its own limit, cut to what the task has left.
+
+    A command's cut limit is whole seconds and leaves room for the KILL after its TERM."""
+    if name == "run_command":
+        if time_left_s is None:
+            return command_timeout_s
+        return min(command_timeout_s, float(math.floor(time_left_s - KILL_AFTER_S)))
+    return WEB_TIMEOUT_S if time_left_s is None else min(WEB_TIMEOUT_S, time_left_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +136,24 @@ class JinaClient:
         self._reader_url = reader_url.rstrip("/")
         self._api_key = api_key
 
-    async def search(self, query: str) -> str:
-        return await self._get(f"{self._search_url}/", params={"q": query}, what="search")
+    async def search(self, query: str, timeout_s: float = WEB_TIMEOUT_S) -> str:
+        return await self._get(
+            f"{self._search_url}/", params={"q": query}, what="search", timeout_s=timeout_s
+        )
 
-    async def read(self, url: str) -> str:
-        return await self._get(f"{self._reader_url}/{url}", params=None, what="read")
+    async def read(self, url: str, timeout_s: float = WEB_TIMEOUT_S) -> str:
+        return await self._get(
+            f"{self._reader_url}/{url}", params=None, what="read", timeout_s=timeout_s
+        )
 
-    async def _get(self, url: str, *, params: dict[str, str] | None, what: str) -> str:
+    async def _get(
+        self, url: str, *, params: dict[str, str] | None, what: str, timeout_s: float
+    ) -> str:
         headers = {"Accept": "text/plain"}
         if self._api_key is not None:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         try:
-            response = await self._http.get(
-                url, params=params, headers=headers, timeout=WEB_TIMEOUT_S
-            )
+            response = await self._http.get(url, params=params, headers=headers, timeout=timeout_s)
         except httpx.HTTPError as exc:
             raise ToolError(f"{what} failed: {type(exc).__name__}") from None
         if response.status_code != 200:
@@ -126,6 +162,9 @@ class JinaClient:
 
 
 class Toolbox:
+    """The tools for one agent. ``command_network`` says whether run_command can reach a
+    network; ``command_staff_only`` keeps run_command from members who are not staff."""
+
     def __init__(
         self,
         jina: JinaClient,
@@ -133,21 +172,38 @@ class Toolbox:
         *,
         resolve: Resolver = system_resolver,
         command_timeout_s: float = COMMAND_TIMEOUT_S,
+        command_network: bool = False,
+        command_staff_only: bool = False,
+        min_tool_s: float = MIN_TOOL_S,
     ) -> None:
         self._jina = jina
         self._sandbox = sandbox
         self._resolve = resolve
         self._command_timeout_s = command_timeout_s
+        self._command_spec = run_command_spec(command_network)
+        self._command_staff_only = command_staff_only
+        self._min_tool_s = min_tool_s
 
-    def specs(self) -> list[dict[str, Any]]:
-        """The tool list the model sees; run_command only when a sandbox is configured."""
+    def specs(self, requester_is_staff: bool = False) -> list[dict[str, Any]]:
+        """The tool list the model sees; run_command only when a sandbox is configured (and,
+        for a staff-only sandbox, only when a staff member asked)."""
         tools = [WEB_SEARCH, READ_PAGE]
-        return [*tools, RUN_COMMAND] if self._sandbox is not None else tools
+        return [*tools, self._command_spec] if self._commands(requester_is_staff) else tools
 
-    async def call(self, channel_id: int, name: str, args: Mapping[str, Any]) -> ToolOutcome:
-        """Run one tool call; every failure becomes an error result for the model."""
+    async def call(
+        self,
+        channel_id: int,
+        name: str,
+        args: Mapping[str, Any],
+        *,
+        requester_is_staff: bool = False,
+        time_left_s: float | None = None,
+    ) -> ToolOutcome:
+        """Run one tool call within ``time_left_s``; every failure is an error for the model."""
         started = time.monotonic()
-        outcome, label = await self._dispatch(channel_id, name, args)
+        outcome, label = await self._dispatch(
+            channel_id, name, args, requester_is_staff, time_left_s
+        )
         elapsed = time.monotonic() - started
         tool = name if name in ("web_search", "read_page", "run_command") else "unknown"
         TOOL_CALLS.labels(tool=tool, outcome=label).inc()
@@ -158,22 +214,39 @@ class Toolbox:
         )
         return outcome
 
+    def _commands(self, requester_is_staff: bool) -> bool:
+        return self._sandbox is not None and (requester_is_staff or not self._command_staff_only)
+
     async def _dispatch(
-        self, channel_id: int, name: str, args: Mapping[str, Any]
+        self,
+        channel_id: int,
+        name: str,
+        args: Mapping[str, Any],
+        requester_is_staff: bool,
+        time_left_s: float | None,
     ) -> tuple[ToolOutcome, str]:
+        offered = name in ("web_search", "read_page") or (
+            name == "run_command" and self._commands(requester_is_staff)
+        )
+        if not offered and name == "run_command" and self._sandbox is not None:
+            return ToolOutcome("run_command is only available to staff", is_error=True), "refused"
+        if not offered:
+            return ToolOutcome(f"unknown tool: {name}", is_error=True), "error"
+        limit_s = tool_time_limit(name, time_left_s, self._command_timeout_s)
+        if limit_s < self._min_tool_s:
+            text = f"out of time: {name} was not started; answer with what you have"
+            return ToolOutcome(text, is_error=True), "out_of_time"
         try:
-            if name == "web_search":
-                text = truncate(await self._jina.search(_arg(args, "query")))
-            elif name == "read_page":
-                url = _arg(args, "url")
-                await check_url(url, self._resolve)
-                text = truncate(await self._jina.read(url.strip()))
-            elif name == "run_command" and self._sandbox is not None:
-                text = await self._run(channel_id, _arg(args, "command"))
-            else:
-                return ToolOutcome(f"unknown tool: {name}", is_error=True), "error"
+            # The tool's own limits should end it first; this is the backstop.
+            async with asyncio.timeout(time_left_s):
+                text = await self._tool(channel_id, name, args, limit_s)
+        except TimeoutError:
+            return ToolOutcome(f"{name} ran out of time", is_error=True), "out_of_time"
         except RefusedURL as exc:
             return ToolOutcome(f"refused: {exc}", is_error=True), "refused"
+        except SandboxBusy as exc:
+            SANDBOX_BUSY.inc()
+            return ToolOutcome(str(exc), is_error=True), "busy"
         except (ToolError, SandboxError) as exc:
             return ToolOutcome(str(exc), is_error=True), "error"
         except Exception as exc:
@@ -182,10 +255,18 @@ class Toolbox:
             return ToolOutcome(f"{name} failed: {type(exc).__name__}", is_error=True), "error"
         return ToolOutcome(text or "(empty result)"), "ok"
 
-    async def _run(self, channel_id: int, command: str) -> str:
+    async def _tool(
+        self, channel_id: int, name: str, args: Mapping[str, Any], limit_s: float
+    ) -> str:
+        if name == "web_search":
+            return truncate(await self._jina.search(_arg(args, "query"), limit_s))
+        if name == "read_page":
+            url = _arg(args, "url")
+            await check_url(url, self._resolve)
+            return truncate(await self._jina.read(url.strip(), limit_s))
         assert self._sandbox is not None
-        result = await self._sandbox.run(channel_id, command, self._command_timeout_s)
-        return describe_command(result, self._command_timeout_s)
+        result = await self._sandbox.run(channel_id, _arg(args, "command"), limit_s)
+        return describe_command(result, limit_s)
 
 
 def _arg(args: Mapping[str, Any], key: str) -> str:

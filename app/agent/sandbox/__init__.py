@@ -7,6 +7,7 @@ from app.agent.sandbox.base import (
     OUTPUT_TAIL_CHARS,
     CommandResult,
     Sandbox,
+    SandboxBusy,
     SandboxError,
 )
 from app.agent.sandbox.docker import DockerSandbox, docker_client
@@ -19,6 +20,7 @@ __all__ = [
     "DockerSandbox",
     "LocalSandbox",
     "Sandbox",
+    "SandboxBusy",
     "SandboxError",
     "docker_client",
 ]

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 COMMAND_TIMEOUT_S = 60.0
+# After its time limit a command gets TERM, then KILL this much later.
+KILL_AFTER_S = 2
 OUTPUT_TAIL_CHARS = 4000
 # Bytes kept while reading: enough for OUTPUT_TAIL_CHARS of 4-byte UTF-8 characters.
 TAIL_BYTES = OUTPUT_TAIL_CHARS * 4
@@ -21,6 +23,13 @@ class CommandResult:
 
 class SandboxError(Exception):
     """The sandbox could not run the command (backend unreachable, container failed)."""
+
+
+class SandboxBusy(SandboxError):
+    """The cap on running sandboxes is reached; a new channel's sandbox was not started."""
+
+    def __init__(self) -> None:
+        super().__init__("all sandboxes are busy, try again later")
 
 
 class Sandbox(Protocol):

@@ -1,7 +1,8 @@
 """Docker sandbox: one locked-down container per channel, driven through the Engine API.
 
-The container starts on demand, keeps /workspace (a tmpfs) while it runs, holds no
-credentials, never sees the Docker socket, and is stopped after five idle minutes."""
+The container starts on demand (at most ``max_containers`` at once), has no network unless the
+operator names one, keeps /workspace (a tmpfs) while it runs, holds no credentials, never sees
+the Docker socket, and is stopped and removed after five idle minutes."""
 
 from __future__ import annotations
 
@@ -14,12 +15,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
-from app.agent.sandbox.base import CommandResult, SandboxError, TailBuffer, result_from
+from app.agent.sandbox.base import (
+    KILL_AFTER_S,
+    CommandResult,
+    SandboxBusy,
+    SandboxError,
+    TailBuffer,
+    result_from,
+)
 from app.kit.clock import utcnow
+from app.kit.logs import log_context
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +39,8 @@ CHANNEL_LABEL = "companion.channel"
 SANDBOX_USER = "1000:1000"
 WORKSPACE = "/workspace"
 IDLE_AFTER = timedelta(minutes=5)
+NO_NETWORK = "none"
+MAX_CONTAINERS = 4
 # Beyond the in-container `timeout`, how long the client waits before killing the container.
 CLIENT_GRACE_S = 10.0
 # `timeout` exits 124 after TERM, 137 when it had to KILL.
@@ -48,8 +59,19 @@ def container_name(channel_id: int) -> str:
     return f"{NAME_PREFIX}{int(channel_id)}"
 
 
-def container_spec(image: str, channel_id: int, limits: Limits) -> dict[str, Any]:
-    """The create body: no host environment, no socket, no capabilities, non-root, bounded."""
+def channel_of(item: dict[str, Any]) -> int | None:
+    """The channel a listed sandbox container serves, None when its label is missing or bad."""
+    try:
+        return int((item.get("Labels") or {})[CHANNEL_LABEL])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def container_spec(
+    image: str, channel_id: int, limits: Limits, network: str = NO_NETWORK
+) -> dict[str, Any]:
+    """The create body: no network unless ``network`` names one, no host environment, no
+    socket, no capabilities, non-root, bounded."""
     uid, gid = SANDBOX_USER.split(":")
     return {
         "Image": image,
@@ -70,6 +92,8 @@ def container_spec(image: str, channel_id: int, limits: Limits) -> dict[str, Any
             "Privileged": False,
             "ReadonlyRootfs": True,
             "Binds": [],
+            # "none": a loopback interface only. Any network reaches whatever it routes to.
+            "NetworkMode": network,
             # tmpfs owned by the sandbox user: files live exactly as long as the container runs.
             "Tmpfs": {
                 WORKSPACE: f"rw,exec,size={limits.workspace_size},uid={uid},gid={gid},mode=0700",
@@ -89,7 +113,15 @@ def exec_spec(command: str, timeout_s: float) -> dict[str, Any]:
         "Tty": False,
         "User": SANDBOX_USER,
         "WorkingDir": WORKSPACE,
-        "Cmd": ["timeout", "-k", "2", str(max(1, math.ceil(timeout_s))), "bash", "-lc", command],
+        "Cmd": [
+            "timeout",
+            "-k",
+            str(KILL_AFTER_S),
+            str(max(1, math.ceil(timeout_s))),
+            "bash",
+            "-lc",
+            command,
+        ],
     }
 
 
@@ -131,6 +163,8 @@ class DockerSandbox:
         client: httpx.AsyncClient,
         image: str,
         *,
+        network: str = NO_NETWORK,
+        max_containers: int = MAX_CONTAINERS,
         limits: Limits | None = None,
         clock: Callable[[], datetime] = utcnow,
         grace_s: float = CLIENT_GRACE_S,
@@ -138,6 +172,8 @@ class DockerSandbox:
         self._client = client
         self._grace_s = grace_s
         self._image = image
+        self._network = network
+        self._max_containers = max_containers
         self._limits = limits or Limits()
         self._clock = clock
         self._last_used: dict[int, datetime] = {}
@@ -145,43 +181,55 @@ class DockerSandbox:
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def run(self, channel_id: int, command: str, timeout_s: float) -> CommandResult:
-        self._touch(channel_id, +1)
-        try:
-            container = await self._ensure_running(channel_id)
-            return await self._exec(container, command, timeout_s)
-        except httpx.HTTPError as exc:
-            raise SandboxError(f"docker engine unreachable: {type(exc).__name__}") from None
-        finally:
-            self._touch(channel_id, -1)
+        # The channel goes in the log context: a record's `extra` may not repeat a context key.
+        with log_context(channel_id=channel_id):
+            self._touch(channel_id, +1)
+            try:
+                container = await self._ensure_running(channel_id)
+                return await self._exec(container, command, timeout_s)
+            except httpx.HTTPError as exc:
+                raise SandboxError(f"docker engine unreachable: {type(exc).__name__}") from None
+            finally:
+                self._touch(channel_id, -1)
 
     async def stop_idle(self, now: datetime) -> list[int]:
-        """Stop sandbox containers unused for five minutes; return their channel ids.
+        """Stop and remove sandbox containers unused for five minutes, and remove our stopped
+        leftovers (a crash between stop and remove, a kill, an older version); return the
+        channel ids whose container was removed.
 
         Containers this process never used (a restarted worker) count from their start time.
         Engine errors are logged and end this sweep; the next one tries again."""
-        stopped: list[int] = []
+        removed: list[int] = []
         try:
-            await self._stop_idle(now, stopped)
+            await self._sweep(now, removed)
         except (httpx.HTTPError, SandboxError) as exc:
             log.warning("sandbox idle sweep failed", extra={"error": type(exc).__name__})
-        return stopped
+        return removed
 
-    async def _stop_idle(self, now: datetime, stopped: list[int]) -> None:
-        for item in await self._list_running():
-            channel_id = int(item["Labels"][CHANNEL_LABEL])
-            if self._busy.get(channel_id) or not await self._idle(item["Id"], channel_id, now):
+    async def _sweep(self, now: datetime, removed: list[int]) -> None:
+        for item in await self._list(running_only=False):
+            channel_id = channel_of(item)
+            if channel_id is not None and self._busy.get(channel_id):
                 continue
-            await self._post(f"/containers/{item['Id']}/stop", params={"t": "5"})
-            self._last_used.pop(channel_id, None)
-            stopped.append(channel_id)
-            log.info("sandbox stopped", extra={"channel_id": channel_id})
+            was_running = item.get("State") == "running"
+            if was_running:
+                if not await self._idle(item["Id"], channel_id, now):
+                    continue
+                await self._post(f"/containers/{item['Id']}/stop", params={"t": "5"})
+            if not await self._remove(item["Id"]):
+                continue  # started again since we listed it: someone is using it
+            if channel_id is not None:
+                self._last_used.pop(channel_id, None)
+                removed.append(channel_id)
+            with log_context(channel_id=channel_id):
+                log.info("sandbox removed", extra={"was_running": was_running})
 
     def _touch(self, channel_id: int, delta: int) -> None:
         self._busy[channel_id] = self._busy.get(channel_id, 0) + delta
         self._last_used[channel_id] = self._clock()
 
-    async def _idle(self, container_id: str, channel_id: int, now: datetime) -> bool:
-        last = self._last_used.get(channel_id)
+    async def _idle(self, container_id: str, channel_id: int | None, now: datetime) -> bool:
+        last = self._last_used.get(channel_id) if channel_id is not None else None
         if last is None:
             info = await self._inspect(container_id)
             if info is None:
@@ -192,20 +240,43 @@ class DockerSandbox:
     async def _ensure_running(self, channel_id: int) -> str:
         lock = self._locks.setdefault(channel_id, asyncio.Lock())
         async with lock:
-            name = container_name(channel_id)
-            info = await self._inspect(name)
-            if info is None:
-                await self._create(name, channel_id)
-                info = await self._inspect(name)
-            if info is None:
-                raise SandboxError("sandbox container vanished after create")
-            if not info["State"]["Running"]:
-                await self._post(f"/containers/{name}/start")
-                log.info("sandbox started", extra={"channel_id": channel_id})
+            # Twice: another worker's sweep may remove the container between our calls.
+            for _ in range(2):
+                container = await self._start(channel_id)
+                if container is not None:
+                    return container
+            raise SandboxError("sandbox container vanished while starting")
+
+    async def _start(self, channel_id: int) -> str | None:
+        """The channel's running container id; None when it vanished on the way."""
+        name = container_name(channel_id)
+        info = await self._inspect(name)
+        if info is not None and info["State"]["Running"]:
             return str(info["Id"])
+        if await self._count_running() >= self._max_containers:
+            self._refuse()
+        if info is None:
+            await self._create(name, channel_id)
+        response = await self._client.post(_path(f"/containers/{name}/start"))
+        if response.status_code == 404:
+            return None
+        if response.status_code not in (204, 304):  # 304: another job started it first
+            raise SandboxError(f"container start failed: HTTP {response.status_code}")
+        # Workers check the cap at the same time; whoever sees it exceeded after starting
+        # backs off, so the engine never keeps more than the cap running.
+        if await self._count_running() > self._max_containers:
+            await self._remove(name, force=True)
+            self._refuse()
+        log.info("sandbox started")
+        info = await self._inspect(name)
+        return str(info["Id"]) if info is not None else None
+
+    def _refuse(self) -> NoReturn:
+        log.warning("sandbox cap reached", extra={"max_containers": self._max_containers})
+        raise SandboxBusy()
 
     async def _create(self, name: str, channel_id: int) -> None:
-        spec = container_spec(self._image, channel_id, self._limits)
+        spec = container_spec(self._image, channel_id, self._limits, self._network)
         response = await self._client.post(
             _path("/containers/create"), params={"name": name}, json=spec
         )
@@ -271,17 +342,35 @@ class DockerSandbox:
         info: dict[str, Any] = response.json()
         return info
 
-    async def _list_running(self) -> list[dict[str, Any]]:
-        filters = json.dumps({"label": [f"{LABEL}=1"], "status": ["running"]})
-        response = await self._client.get(_path("/containers/json"), params={"filters": filters})
+    async def _list(self, *, running_only: bool) -> list[dict[str, Any]]:
+        """Our sandbox containers (by label), in every state unless ``running_only``."""
+        wanted: dict[str, list[str]] = {"label": [f"{LABEL}=1"]}
+        if running_only:
+            wanted["status"] = ["running"]
+        params = {"filters": json.dumps(wanted), "all": "false" if running_only else "true"}
+        response = await self._client.get(_path("/containers/json"), params=params)
         if response.status_code != 200:
             raise SandboxError(f"container list failed: HTTP {response.status_code}")
         items: list[dict[str, Any]] = response.json()
         return items
 
+    async def _count_running(self) -> int:
+        """Running sandboxes of every worker: the engine is the one place that knows."""
+        return len(await self._list(running_only=True))
+
+    async def _remove(self, ref: str, *, force: bool = False) -> bool:
+        """Delete the container; False when it is running (409) and ``force`` was not given."""
+        params = {"force": "true"} if force else None
+        response = await self._client.delete(_path(f"/containers/{ref}"), params=params)
+        if response.status_code == 409:
+            return False
+        if response.status_code not in (204, 404):  # 404: already gone
+            raise SandboxError(f"container remove failed: HTTP {response.status_code}")
+        return True
+
     async def _post(self, path: str, params: dict[str, str] | None = None) -> None:
         response = await self._client.post(_path(path), params=params)
-        # 304: already started/stopped; 404 on stop/kill: already gone. Both are fine.
+        # 304: already stopped; 404 on stop/kill: already gone. Both are fine.
         if response.status_code not in (200, 204, 304, 404):
             raise SandboxError(f"{path} failed: HTTP {response.status_code}")
 
