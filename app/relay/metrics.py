@@ -27,8 +27,14 @@ class RelayMetrics:
         )
         self.dropped = Counter(
             "relay_frames_dropped",
-            "Frames given up on, by reason (rejected by the webhook, left at shutdown).",
+            "Frames given up on, by reason (413/422 from the webhook, shutdown, error).",
             ["reason"],
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            "relay_webhook_refused",
+            "Webhook answers that refuse the relay itself (401, 403, 404, ...); retried. Alert.",
+            ["status"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(
@@ -46,3 +52,12 @@ class RelayMetrics:
         """A sample's current value (0 when never set); for tests and debugging."""
         found = self.registry.get_sample_value(name, labels)
         return found if found is not None else 0.0
+
+    def total(self, name: str) -> float:
+        """The sum of a sample over all its label values; for tests and debugging."""
+        return sum(
+            sample.value
+            for family in self.registry.collect()
+            for sample in family.samples
+            if sample.name == name
+        )
