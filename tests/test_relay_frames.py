@@ -111,7 +111,7 @@ def test_relay_settings_need_no_database_and_name_missing_variables_without_valu
     monkeypatch.chdir(tmp_path)  # no .env here
     for name in ("DATABASE_URL", "DISCORD_BOT_TOKEN", "DISCORD_GATEWAY_URL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GATEWAY_TOKEN", "secret-hook-token")
+    monkeypatch.setenv("GATEWAY_TOKEN", "secret-hook-token-k3J9q2Lr7vXw0Zt5Nb8Y")
     with pytest.raises(RelaySettingsError) as missing:
         load_relay_settings()
     assert "DISCORD_BOT_TOKEN is required" in str(missing.value)

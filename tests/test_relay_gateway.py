@@ -40,7 +40,7 @@ from tests.support.servers import free_port, serve
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RELAY_ENV_PREFIXES = ("DATABASE_URL", "DISCORD_", "GATEWAY_TOKEN", "WEBHOOK_URL", "RELAY_", "LOG_")
 BOT_TOKEN = "relay-test-bot-token"
-HOOK_TOKEN = "relay-test-gateway-token"
+HOOK_TOKEN = "relay-test-gateway-token-0123456789abcdef"
 REQUIRED_INTENTS = (
     GUILDS
     | GUILD_MESSAGES
