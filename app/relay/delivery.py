@@ -20,6 +20,8 @@ from app.relay.metrics import RelayMetrics
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-discord-gateway-token"
+# With the frame's `s`, what the webhook de-duplicates events without a Discord id by.
+SESSION_HEADER = "x-discord-gateway-session"
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -228,6 +230,8 @@ class Delivery:
             "content-type": "application/json",
             TOKEN_HEADER: self._config.token.get_secret_value(),
         }
+        if frame.session is not None:
+            headers[SESSION_HEADER] = frame.session
         async with self._in_flight:
             try:
                 response = await self._http.post(

@@ -45,6 +45,7 @@ class Frame:
     s: int | None
     event_id: str | None
     channel_key: str
+    session: str | None = None  # the gateway session it came on: with s, its replay identity
 
 
 def is_forwarded(payload: Mapping[str, Any]) -> bool:
@@ -73,7 +74,7 @@ def event_id(data: object) -> str | None:
     return None
 
 
-def to_frame(payload: Mapping[str, Any], raw: str | bytes) -> Frame:
+def to_frame(payload: Mapping[str, Any], raw: str | bytes, session: str | None = None) -> Frame:
     body = raw.encode() if isinstance(raw, str) else raw
     seq = payload.get("s")
     data = payload.get("d")
@@ -83,6 +84,7 @@ def to_frame(payload: Mapping[str, Any], raw: str | bytes) -> Frame:
         s=seq if isinstance(seq, int) else None,
         event_id=event_id(data),
         channel_key=channel_key(data),
+        session=session,
     )
 
 

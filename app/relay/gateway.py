@@ -45,7 +45,17 @@ SESSION_LOST_CLOSE_CODES = frozenset({4007, 4009})
 # Closing with 1000/1001 ends the session on Discord's side; any other code keeps it resumable.
 RESUMABLE_CLOSE = 4000
 
-OnDispatch = Callable[[dict[str, Any], str | bytes], Awaitable[None]]
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A dispatch frame as received, with the session it arrived on."""
+
+    payload: dict[str, Any]
+    raw: str | bytes
+    session_id: str | None
+
+
+OnDispatch = Callable[[Dispatch], Awaitable[None]]
 GatewayUrl = Callable[[], Awaitable[str]]
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -180,7 +190,7 @@ class GatewayClient:
             op = payload.get("op")
             if op == OP_DISPATCH:
                 ready = self._on_session_event(payload) or ready
-                await self._on_dispatch(payload, raw)
+                await self._on_dispatch(Dispatch(payload, raw, self.session_id))
                 if isinstance(payload.get("s"), int):
                     self.seq = payload["s"]
             elif op == OP_HEARTBEAT:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
 from app.relay.delivery import Delivery, DeliveryConfig, Sleep
 from app.relay.frames import Frame, is_forwarded, to_frame
-from app.relay.gateway import GatewayClient, GatewayFatal, GatewayTuning
+from app.relay.gateway import Dispatch, GatewayClient, GatewayFatal, GatewayTuning
 from app.relay.metrics import RelayMetrics
 from app.relay.settings import RelaySettings
 
@@ -75,11 +74,12 @@ async def run_relay(
                 rest, settings.discord_api_base, settings.discord_bot_token
             )
 
-        async def forward(payload: dict[str, Any], raw: str | bytes) -> None:
+        async def forward(dispatch: Dispatch) -> None:
+            payload = dispatch.payload
             metrics.received.labels(t=str(payload.get("t"))).inc()
             if not is_forwarded(payload):
                 return
-            frame = to_frame(payload, raw)
+            frame = to_frame(payload, dispatch.raw, dispatch.session_id)
             try:
                 await delivery.submit(frame)
             except asyncio.CancelledError:
