@@ -124,8 +124,8 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
     assert webhook.tokens == {HOOK_TOKEN}
     assert set(webhook.sessions) == {"s-1"}  # before and after the resume
     assert rest_calls == [f"Bot {BOT_TOKEN}"]  # asked once; the resume used resume_gateway_url
-    assert metrics.value("relay_gateway_reconnects_total") == 1
-    assert metrics.value("relay_frames_received_total", t="TYPING_START") == 1
+    assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
+    assert metrics.value("relay_frames_received_total", shard="0", t="TYPING_START") == 1
     assert metrics.value("relay_frames_forwarded_total") == 9
 
 
@@ -199,7 +199,7 @@ async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
         stop.set()
         assert await asyncio.wait_for(relay, 5) == []
     assert [json.loads(b)["d"]["id"] for b in webhook.bodies] == ["1", "2"]
-    assert metrics.value("relay_gateway_reconnects_total") == 1
+    assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
 
 
 async def test_dropped_connection_resumes_and_invalid_session_identifies_afresh() -> None:

@@ -10,8 +10,8 @@ class RelayMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.received = Counter(
             "relay_frames_received",
-            "Dispatch frames received from the gateway, by type.",
-            ["t"],
+            "Dispatch frames received from the gateway, by shard and type.",
+            ["shard", "t"],
             registry=self.registry,
         )
         self.forwarded = Counter(
@@ -44,7 +44,14 @@ class RelayMetrics:
         )
         self.reconnects = Counter(
             "relay_gateway_reconnects",
-            "Gateway connections opened after the first one.",
+            "Gateway connections a shard opened after its first one.",
+            ["shard"],
+            registry=self.registry,
+        )
+        self.identifies = Counter(
+            "relay_gateway_identifies",
+            "IDENTIFYs (new sessions, limited per day by Discord) sent, by shard.",
+            ["shard"],
             registry=self.registry,
         )
 

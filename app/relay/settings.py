@@ -8,12 +8,14 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.kit.env import describe
+from app.relay.shards import AUTO, ShardCount, parse_shard_count, parse_shard_ids
 
 MIN_SECRET_LENGTH = 32
 # Values copied from examples and docs rather than generated; refused case-insensitively,
@@ -82,6 +84,10 @@ class RelaySettings(BaseSettings):
     relay_retry_max_s: PositiveFloat = 30.0
     relay_reconnect_base_s: PositiveFloat = 1.0
     relay_reconnect_max_s: PositiveFloat = 60.0
+    # How many shards the bot runs ("auto": GET /gateway/bot's recommendation) and which of
+    # them this process holds (unset: all). Processes splitting the shards name the count.
+    relay_shard_count: ShardCount = AUTO
+    relay_shard_ids: str | None = None
     log_level: str = "INFO"
 
     @field_validator("gateway_token")
@@ -100,6 +106,34 @@ class RelaySettings(BaseSettings):
         if not value.get_secret_value().strip():
             raise PydanticCustomError("missing_secret", "is empty")
         return value
+
+    @field_validator("relay_shard_count", mode="before")
+    @classmethod
+    def _shard_count(cls, value: object) -> ShardCount:
+        try:
+            return parse_shard_count(value)
+        except ValueError as exc:
+            raise PydanticCustomError("shard_count", str(exc)) from None
+
+    @field_validator("relay_shard_ids", mode="before")
+    @classmethod
+    def _shard_ids(cls, value: object, info: ValidationInfo) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if "relay_shard_count" not in info.data:
+            return value  # the count is invalid and already reported
+        try:
+            ids = parse_shard_ids(str(value), info.data["relay_shard_count"])
+        except ValueError as exc:
+            raise PydanticCustomError("shard_ids", str(exc)) from None
+        return ",".join(map(str, ids))
+
+    @property
+    def shard_ids(self) -> tuple[int, ...] | None:
+        """The shards this process holds; None for all of them."""
+        if self.relay_shard_ids is None:
+            return None
+        return tuple(int(i) for i in self.relay_shard_ids.split(","))
 
     @field_validator("discord_gateway_url", mode="before")
     @classmethod

@@ -37,6 +37,7 @@ FAST = GatewayTuning(
     reconnect_max_s=0.05,
     invalid_session_min_s=0,
     invalid_session_max_s=0.01,
+    identify_interval_s=0.05,
 )
 
 
