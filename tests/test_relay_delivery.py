@@ -17,12 +17,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.relay.delivery import TOKEN_HEADER, Delivery, DeliveryClosed, DeliveryConfig
+from app.relay.delivery import (
+    TOKEN_HEADER,
+    Attempt,
+    Delivery,
+    DeliveryClosed,
+    DeliveryConfig,
+    Verdict,
+    judge,
+)
 from app.relay.frames import Frame, to_frame
 from app.relay.metrics import RelayMetrics
 from tests.support.servers import free_port, serve
 
-TOKEN = "relay-test-gateway-token"
+TOKEN = "relay-test-gateway-token-0123456789abcdef"
 
 # (frame id, attempt number as seen by the webhook) -> the answer
 Plan = Callable[[str, int], Awaitable[Response]]
@@ -161,7 +169,8 @@ async def test_frames_survive_refusal_timeout_429_and_5xx_each_accepted_exactly_
     assert metrics.value("relay_delivery_retries_total", reason="5xx") >= 4
     assert 0.007 in sleep.delays  # Retry-After honoured
     assert metrics.value("relay_frames_forwarded_total") == 12
-    assert metrics.value("relay_frames_dropped_total", reason="rejected") == 0
+    assert metrics.total("relay_frames_dropped_total") == 0
+    assert metrics.total("relay_webhook_refused_total") == 0
     assert metrics.value("relay_queue_depth") == 0
 
 
@@ -247,12 +256,97 @@ async def test_full_queue_makes_submit_wait_until_room_frees() -> None:
     assert sorted(str(f["d"]["id"]) for f in hook.accepted) == ["1", "2", "3"]
 
 
-async def test_a_4xx_is_dropped_and_logged_with_type_and_id_never_the_token(
+@pytest.mark.parametrize("status", [200, 201, 204])
+def test_judge_counts_any_2xx_as_delivered(status: int) -> None:
+    assert judge(httpx.Response(status), 30).verdict is Verdict.DELIVERED
+
+
+@pytest.mark.parametrize("status", [413, 422])
+def test_judge_drops_only_what_the_webhook_calls_a_bad_frame(status: int) -> None:
+    assert judge(httpx.Response(status), 30) == Attempt(Verdict.DROPPED, str(status), status)
+
+
+@pytest.mark.parametrize("status", [301, 307, 400, 401, 403, 404, 405, 409, 410, 418])
+def test_judge_retries_every_other_refusal_and_flags_it(status: int) -> None:
+    attempt = judge(httpx.Response(status, headers={"retry-after": "2"}), 30)
+    assert (attempt.verdict, attempt.status, attempt.retry_after) == (Verdict.REFUSED, status, 2)
+
+
+@pytest.mark.parametrize(("status", "reason"), [(429, "429"), (500, "5xx"), (503, "5xx")])
+def test_judge_retries_throttling_and_server_errors_quietly(status: int, reason: str) -> None:
+    attempt = judge(httpx.Response(status, headers={"retry-after": "99"}), 30)
+    assert (attempt.verdict, attempt.reason, attempt.retry_after) == (Verdict.RETRY, reason, 30)
+
+
+def test_the_webhook_url_is_logged_without_credentials_or_query() -> None:
+    config = DeliveryConfig(
+        url="https://user:pw@api.example:8443/webhook?key=k", token=SecretStr("t")
+    )
+    assert config.url_for_logs == "https://api.example:8443/webhook"
+    assert DeliveryConfig(url="http://[::1]/webhook", token=SecretStr("t")).url_for_logs == (
+        "http://[::1]/webhook"
+    )
+
+
+async def test_a_404_is_retried_until_the_webhook_answers_and_counted_as_refused(
     caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def wrong_url_then_fixed(frame_id: str, attempt: int) -> Response:
+        if frame_id == "1" and attempt <= 3:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"status": "ok"})
+
+    hook = FakeWebhook(wrong_url_then_fixed, expect=2)
+    metrics, sleep = RelayMetrics(), RecordingSleep()
+    caplog.set_level(logging.INFO, logger="app.relay")
+    async with serve(hook.app) as base, delivery_to(f"{base}/webhook", metrics, sleep) as d:
+        await d.submit(make_frame(1, "a", 1))
+        await d.submit(make_frame(2, "a", 2))  # same lane: waits behind the refused frame
+        await asyncio.wait_for(hook.all_accepted.wait(), 5)
+        assert await d.drain(1) == []
+
+    assert hook.attempts == {"1": 4, "2": 1}
+    assert [str(f["d"]["id"]) for f in hook.accepted] == ["1", "2"]  # once each, in order
+    assert metrics.value("relay_webhook_refused_total", status="404") == 3
+    assert metrics.value("relay_delivery_retries_total", reason="refused") == 3
+    assert metrics.value("relay_frames_forwarded_total") == 2
+    assert metrics.total("relay_frames_dropped_total") == 0
+    assert sleep.delays == pytest.approx([0.002, 0.004, 0.005])  # backoff, capped
+    refusals = [r for r in caplog.records if r.getMessage().startswith("webhook refused")]
+    assert len(refusals) == 3
+    assert all(r.levelno == logging.ERROR for r in refusals)
+    assert {(r.status, r.event_id) for r in refusals} == {(404, "1")}  # type: ignore[attr-defined]
+    assert TOKEN not in caplog.text
+    assert all(TOKEN not in str(vars(r)) for r in caplog.records)
+
+
+async def test_a_401_is_retried_honouring_retry_after_never_dropped() -> None:
+    async def token_mismatch_twice(frame_id: str, attempt: int) -> Response:
+        if attempt <= 2:
+            return Response(status_code=401, headers={"retry-after": "0.003"})
+        return JSONResponse({"status": "ok"})
+
+    hook = FakeWebhook(token_mismatch_twice, expect=1)
+    metrics, sleep = RelayMetrics(), RecordingSleep()
+    async with serve(hook.app) as base, delivery_to(f"{base}/webhook", metrics, sleep) as d:
+        await d.submit(make_frame(7, "a", 7))
+        await asyncio.wait_for(hook.all_accepted.wait(), 5)
+        assert await d.drain(1) == []
+
+    assert hook.attempts["7"] == 3
+    assert len(hook.accepted) == 1
+    assert sleep.delays == [0.003, 0.003]
+    assert metrics.value("relay_webhook_refused_total", status="401") == 2
+    assert metrics.total("relay_frames_dropped_total") == 0
+
+
+@pytest.mark.parametrize("status", [413, 422])
+async def test_a_bad_frame_answer_is_dropped_once_counted_and_logged_without_the_token(
+    status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def refuses_two(frame_id: str, attempt: int) -> Response:
         if frame_id == "2":
-            return JSONResponse({"error": "bad frame"}, status_code=422)
+            return JSONResponse({"error": "bad frame"}, status_code=status)
         return JSONResponse({"status": "ok"})
 
     hook = FakeWebhook(refuses_two, expect=2)
@@ -266,10 +360,13 @@ async def test_a_4xx_is_dropped_and_logged_with_type_and_id_never_the_token(
 
     assert hook.attempts["2"] == 1  # never retried
     assert [str(f["d"]["id"]) for f in hook.accepted] == ["1", "3"]
-    assert metrics.value("relay_frames_dropped_total", reason="rejected") == 1
+    assert metrics.value("relay_frames_dropped_total", reason=str(status)) == 1
+    assert metrics.total("relay_frames_dropped_total") == 1
+    assert metrics.total("relay_webhook_refused_total") == 0
+    assert sleep.delays == []
     drops = [r for r in caplog.records if r.getMessage() == "webhook rejected frame; dropped"]
     assert len(drops) == 1
-    assert (drops[0].t, drops[0].event_id, drops[0].status) == ("MESSAGE_UPDATE", "2", 422)  # type: ignore[attr-defined]
+    assert (drops[0].t, drops[0].event_id, drops[0].status) == ("MESSAGE_UPDATE", "2", status)  # type: ignore[attr-defined]
     assert TOKEN not in caplog.text
     assert all(TOKEN not in str(vars(r)) for r in caplog.records)
 

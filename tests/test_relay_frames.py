@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.inbound.frames import EventType
 from app.relay.frames import (
     HANDLED_TYPES,
     INTENTS,
@@ -111,7 +112,7 @@ def test_relay_settings_need_no_database_and_name_missing_variables_without_valu
     monkeypatch.chdir(tmp_path)  # no .env here
     for name in ("DATABASE_URL", "DISCORD_BOT_TOKEN", "DISCORD_GATEWAY_URL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GATEWAY_TOKEN", "secret-hook-token")
+    monkeypatch.setenv("GATEWAY_TOKEN", "secret-hook-token-k3J9q2Lr7vXw0Zt5Nb8Y")
     with pytest.raises(RelaySettingsError) as missing:
         load_relay_settings()
     assert "DISCORD_BOT_TOKEN is required" in str(missing.value)
@@ -126,11 +127,18 @@ def test_relay_settings_need_no_database_and_name_missing_variables_without_valu
     assert "secret" not in repr(settings)
 
 
-def test_the_relay_process_imports_nothing_of_the_database_layer() -> None:
+def test_the_relay_forwards_exactly_the_types_the_webhook_handles() -> None:
+    assert {t.value for t in EventType} == HANDLED_TYPES
+
+
+@pytest.mark.parametrize("module", ["app.relay", "app.relay.__main__"])
+def test_the_relay_process_imports_nothing_of_the_database_layer(module: str) -> None:
     probe = (
-        "import sys, app.relay.__main__\n"
-        "bad = [m for m in sys.modules if m.startswith(('app.db', 'app.models', 'sqlalchemy'))]\n"
-        "print(','.join(bad))"
+        f"import sys, {module}\n"
+        "bad = [m for m in sys.modules if m.startswith(('app.db', 'app.models', 'sqlalchemy',"
+        " 'asyncpg', 'app.inbound.inbox', 'app.inbound.endpoints', 'app.config'))]\n"
+        "print(','.join(bad))\n"
+        "print('app.inbound.frames' in sys.modules)"
     )
     repo = Path(__file__).resolve().parent.parent
     done = subprocess.run(
@@ -141,4 +149,7 @@ def test_the_relay_process_imports_nothing_of_the_database_layer() -> None:
         timeout=30,
         check=True,
     )
-    assert done.stdout.strip() == ""
+    loaded_bad, loaded_event_types = done.stdout.splitlines()
+    assert loaded_bad == ""
+    if module == "app.relay.__main__":
+        assert loaded_event_types == "True"  # the shared list is what the relay runs with

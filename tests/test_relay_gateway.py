@@ -7,10 +7,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -18,9 +15,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from websockets.asyncio.server import ServerConnection
-from websockets.asyncio.server import serve as ws_serve
-from websockets.exceptions import ConnectionClosed
 
 from app.relay.frames import (
     DIRECT_MESSAGE_REACTIONS,
@@ -31,16 +25,24 @@ from app.relay.frames import (
     HANDLED_TYPES,
     MESSAGE_CONTENT,
 )
-from app.relay.gateway import GatewayFatal, GatewayTuning
+from app.relay.gateway import GatewayFatal
 from app.relay.metrics import RelayMetrics
 from app.relay.service import run_relay
-from app.relay.settings import RelaySettings
+from tests.support.relay_fakes import (
+    BOT_TOKEN,
+    FAST,
+    HOOK_TOKEN,
+    Webhook,
+    channel_of,
+    fake_gateway,
+    message,
+    reaction,
+    relay_settings,
+)
 from tests.support.servers import free_port, serve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RELAY_ENV_PREFIXES = ("DATABASE_URL", "DISCORD_", "GATEWAY_TOKEN", "WEBHOOK_URL", "RELAY_", "LOG_")
-BOT_TOKEN = "relay-test-bot-token"
-HOOK_TOKEN = "relay-test-gateway-token"
 REQUIRED_INTENTS = (
     GUILDS
     | GUILD_MESSAGES
@@ -49,134 +51,6 @@ REQUIRED_INTENTS = (
     | DIRECT_MESSAGE_REACTIONS
     | MESSAGE_CONTENT
 )
-FAST = GatewayTuning(
-    hello_timeout_s=5,
-    open_timeout_s=5,
-    reconnect_base_s=0.01,
-    reconnect_max_s=0.05,
-    invalid_session_min_s=0,
-    invalid_session_max_s=0.01,
-)
-
-
-class GatewayConnection:
-    """One client connection to the fake gateway, driven by the test step by step."""
-
-    def __init__(self, ws: ServerConnection, *, ack: bool) -> None:
-        self.ws = ws
-        self.path = ws.request.path if ws.request else ""
-        self.ack = ack
-        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.heartbeats: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.closed = asyncio.Event()
-
-    async def pump(self) -> None:
-        try:
-            async for raw in self.ws:
-                payload = json.loads(raw)
-                if payload["op"] == 1:
-                    self.heartbeats.put_nowait(payload)
-                    if self.ack:
-                        await self.ws.send(json.dumps({"op": 11}))
-                else:
-                    self.inbox.put_nowait(payload)
-        except ConnectionClosed:
-            pass
-        finally:
-            self.closed.set()
-
-    async def hello(self, interval_ms: int = 250) -> None:
-        await self.ws.send(json.dumps({"op": 10, "d": {"heartbeat_interval": interval_ms}}))
-
-    async def expect(self, op: int) -> dict[str, Any]:
-        payload = await asyncio.wait_for(self.inbox.get(), 5)
-        assert payload["op"] == op, payload
-        return payload
-
-    async def dispatch(self, t: str, seq: int, data: dict[str, Any]) -> str:
-        raw = json.dumps({"op": 0, "t": t, "s": seq, "d": data})
-        await self.ws.send(raw)
-        return raw
-
-    async def heartbeat_with(self, seq: int) -> None:
-        while (await asyncio.wait_for(self.heartbeats.get(), 5))["d"] != seq:
-            pass
-
-    async def close_code(self) -> int | None:
-        await asyncio.wait_for(self.closed.wait(), 5)
-        return self.ws.close_code
-
-
-class FakeGateway:
-    def __init__(self) -> None:
-        self.connections: asyncio.Queue[GatewayConnection] = asyncio.Queue()
-        self.url = ""
-
-    async def handler(self, ws: ServerConnection) -> None:
-        connection = GatewayConnection(ws, ack=True)
-        self.connections.put_nowait(connection)
-        await connection.pump()
-
-    async def next_connection(self, timeout_s: float = 5) -> GatewayConnection:
-        return await asyncio.wait_for(self.connections.get(), timeout_s)
-
-
-@asynccontextmanager
-async def fake_gateway() -> AsyncIterator[FakeGateway]:
-    gateway = FakeGateway()
-    async with ws_serve(gateway.handler, "127.0.0.1", 0) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        gateway.url = f"ws://127.0.0.1:{port}"
-        yield gateway
-
-
-class Webhook:
-    """A local /webhook that accepts everything and keeps each body as received."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.tokens: set[str | None] = set()
-        self.arrived = asyncio.Condition()
-        self.app = Starlette(routes=[Route("/webhook", self.handle, methods=["POST"])])
-
-    async def handle(self, request: Request) -> Response:
-        self.tokens.add(request.headers.get("x-discord-gateway-token"))
-        body = await request.body()
-        async with self.arrived:
-            self.bodies.append(body)
-            self.arrived.notify_all()
-        return JSONResponse({"status": "ok"})
-
-    async def until(self, count: int) -> None:
-        async with self.arrived:
-            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.bodies) >= count), 5)
-
-
-def relay_settings(webhook_base: str, **overrides: Any) -> RelaySettings:
-    values: dict[str, Any] = {
-        "discord_bot_token": BOT_TOKEN,
-        "gateway_token": HOOK_TOKEN,
-        "webhook_url": f"{webhook_base}/webhook",
-        "discord_api_base": "http://127.0.0.1:9/api/v10",  # nothing there: must not be asked
-        "relay_retry_base_s": 0.005,
-        "relay_retry_max_s": 0.02,
-        "relay_drain_deadline_s": 2,
-        "_env_file": None,
-        **overrides,
-    }
-    return RelaySettings(**values)
-
-
-def channel_of(body: bytes) -> str:
-    return str(json.loads(body)["d"]["channel_id"])
-
-
-def message(mid: int, channel: str = "10", **extra: Any) -> dict[str, Any]:
-    return {"id": str(mid), "channel_id": channel, "content": f"msg {mid} ✓", **extra}
-
-
-def reaction(mid: int, channel: str = "10") -> dict[str, Any]:
-    return {"message_id": str(mid), "channel_id": channel, "user_id": "7", "emoji": {"name": "👍"}}
 
 
 async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() -> None:
@@ -248,10 +122,54 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
         ]
     assert {json.loads(b)["t"] for b in webhook.bodies} == HANDLED_TYPES
     assert webhook.tokens == {HOOK_TOKEN}
+    assert set(webhook.sessions) == {"s-1"}  # before and after the resume
     assert rest_calls == [f"Bot {BOT_TOKEN}"]  # asked once; the resume used resume_gateway_url
-    assert metrics.value("relay_gateway_reconnects_total") == 1
-    assert metrics.value("relay_frames_received_total", t="TYPING_START") == 1
+    assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
+    assert metrics.value("relay_frames_received_total", shard="0", t="TYPING_START") == 1
     assert metrics.value("relay_frames_forwarded_total") == 9
+
+
+async def test_every_frame_carries_its_gateway_session_kept_by_resume_renewed_by_identify() -> None:
+    webhook = Webhook()
+    stop = asyncio.Event()
+    async with fake_gateway() as gateway, serve(webhook.app) as hook_base:
+        settings = relay_settings(hook_base, discord_gateway_url=gateway.url)
+        relay = asyncio.create_task(run_relay(settings, RelayMetrics(), stop, tuning=FAST))
+
+        first = await gateway.next_connection()
+        await first.hello()
+        await first.expect(2)
+        resume_url = f"{gateway.url}/resume"
+        await first.dispatch("READY", 1, {"session_id": "sess-A", "resume_gateway_url": resume_url})
+        await first.dispatch("MESSAGE_REACTION_ADD", 2, reaction(100))
+        await first.dispatch("MESSAGE_CREATE", 3, message(101))
+        await webhook.until(2)
+        await first.ws.close(code=4000)  # resumable
+
+        second = await gateway.next_connection()
+        await second.hello()
+        assert (await second.expect(6))["d"]["seq"] == 3
+        await second.dispatch("RESUMED", 4, {})
+        await second.dispatch("MESSAGE_REACTION_REMOVE", 5, reaction(100))
+        await webhook.until(3)
+        await second.ws.send(json.dumps({"op": 9, "d": False}))  # session gone: identify anew
+
+        third = await gateway.next_connection()
+        await third.hello()
+        await third.expect(2)
+        await third.dispatch("READY", 1, {"session_id": "sess-B", "resume_gateway_url": resume_url})
+        await third.dispatch("MESSAGE_REACTION_ADD", 2, reaction(100))
+        await webhook.until(4)
+        stop.set()
+        assert await asyncio.wait_for(relay, 5) == []
+
+    # One channel, one lane: arrival order is gateway order.
+    assert [(session, s) for session, s, _ in webhook.received()] == [
+        ("sess-A", 2),
+        ("sess-A", 3),
+        ("sess-A", 5),  # the resumed session keeps its id: a replay repeats (session, s)
+        ("sess-B", 2),  # a new session: the same s is a different event
+    ]
 
 
 async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
@@ -281,7 +199,7 @@ async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
         stop.set()
         assert await asyncio.wait_for(relay, 5) == []
     assert [json.loads(b)["d"]["id"] for b in webhook.bodies] == ["1", "2"]
-    assert metrics.value("relay_gateway_reconnects_total") == 1
+    assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
 
 
 async def test_dropped_connection_resumes_and_invalid_session_identifies_afresh() -> None:

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import SecretStr
@@ -19,14 +20,22 @@ from app.relay.metrics import RelayMetrics
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-discord-gateway-token"
+# With the frame's `s`, what the webhook de-duplicates events without a Discord id by.
+SESSION_HEADER = "x-discord-gateway-session"
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
 class Verdict(Enum):
     DELIVERED = "delivered"
-    REJECTED = "rejected"
-    RETRY = "retry"
+    DROPPED = "dropped"  # the webhook says the frame itself is bad: retrying cannot help
+    RETRY = "retry"  # a passing failure: throttled, down, unreachable
+    REFUSED = "refused"  # the webhook refuses us (wrong URL, token mismatch): retry and alarm
+
+
+# The only answers that condemn the frame rather than the relay's setup (CONTRACT.md,
+# POST /webhook): too large, or not a frame the webhook can read.
+DROP_STATUSES = frozenset({413, 422})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +47,21 @@ class Attempt:
 
 
 def judge(response: httpx.Response, retry_after_cap: float) -> Attempt:
-    """What a webhook answer means for the frame: done, never going to work, or try again."""
+    """What a webhook answer means for the frame: done, never going to work, or try again.
+
+    Anything but a 2xx, 413 or 422 is retried: a 401 or 404 means our configuration is
+    wrong, and dropping would lose every event until someone noticed."""
     status = response.status_code
     if 200 <= status < 300:
         return Attempt(Verdict.DELIVERED, "ok", status)
+    if status in DROP_STATUSES:
+        return Attempt(Verdict.DROPPED, str(status), status)
+    wait = retry_after_seconds(response.headers.get("retry-after"), retry_after_cap)
     if status == 429:
-        wait = retry_after_seconds(response.headers.get("retry-after"), retry_after_cap)
         return Attempt(Verdict.RETRY, "429", status, wait)
     if status >= 500:
-        return Attempt(Verdict.RETRY, "5xx", status)
-    return Attempt(Verdict.REJECTED, "rejected", status)
+        return Attempt(Verdict.RETRY, "5xx", status, wait)
+    return Attempt(Verdict.REFUSED, "refused", status, wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +72,15 @@ class DeliveryConfig:
     max_in_flight: int = 16
     retry_base_s: float = 0.5
     retry_max_s: float = 30.0
+
+    @property
+    def url_for_logs(self) -> str:
+        """The webhook URL without credentials or query, which may carry secrets."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host  # an IPv6 literal keeps its brackets
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class DeliveryClosed(RuntimeError):
@@ -166,8 +189,8 @@ class Delivery:
             if attempt.verdict is Verdict.DELIVERED:
                 self._metrics.forwarded.inc()
                 return
-            if attempt.verdict is Verdict.REJECTED:
-                self._metrics.dropped.labels(reason="rejected").inc()
+            if attempt.verdict is Verdict.DROPPED:
+                self._metrics.dropped.labels(reason=attempt.reason).inc()
                 log.error(
                     "webhook rejected frame; dropped",
                     extra={"t": frame.t, "event_id": frame.event_id, "status": attempt.status},
@@ -179,25 +202,36 @@ class Delivery:
                     attempt_no, self._config.retry_base_s, self._config.retry_max_s, self._rand
                 )
             self._metrics.retried.labels(reason=attempt.reason).inc()
-            log.warning(
-                "webhook delivery failed; retrying",
-                extra={
-                    "t": frame.t,
-                    "event_id": frame.event_id,
-                    "reason": attempt.reason,
-                    "status": attempt.status,
-                    "attempt": attempt_no + 1,
-                    "delay_s": round(delay, 3),
-                },
-            )
+            self._report_retry(frame, attempt, attempt_no + 1, delay)
             await self._sleep(delay)
             attempt_no += 1
+
+    def _report_retry(self, frame: Frame, attempt: Attempt, attempt_no: int, delay: float) -> None:
+        fields = {
+            "t": frame.t,
+            "event_id": frame.event_id,
+            "reason": attempt.reason,
+            "status": attempt.status,
+            "attempt": attempt_no,
+            "delay_s": round(delay, 3),
+        }
+        if attempt.verdict is Verdict.REFUSED:
+            # Not a passing failure: every frame will meet it until someone fixes the setup.
+            self._metrics.refused.labels(status=str(attempt.status)).inc()
+            log.error(
+                "webhook refused the relay; retrying (check WEBHOOK_URL and GATEWAY_TOKEN)",
+                extra={**fields, "webhook": self._config.url_for_logs},
+            )
+        else:
+            log.warning("webhook delivery failed; retrying", extra=fields)
 
     async def _attempt(self, frame: Frame) -> Attempt:
         headers = {
             "content-type": "application/json",
             TOKEN_HEADER: self._config.token.get_secret_value(),
         }
+        if frame.session is not None:
+            headers[SESSION_HEADER] = frame.session
         async with self._in_flight:
             try:
                 response = await self._http.post(

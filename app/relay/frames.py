@@ -9,21 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from app.inbound.frames import EventType
+
 GATEWAY_VERSION = 10
 
-# The dispatch types POST /webhook handles (CONTRACT.md); nothing else is forwarded.
-HANDLED_TYPES = frozenset(
-    {
-        "MESSAGE_CREATE",
-        "MESSAGE_UPDATE",
-        "MESSAGE_DELETE",
-        "MESSAGE_DELETE_BULK",
-        "MESSAGE_REACTION_ADD",
-        "MESSAGE_REACTION_REMOVE",
-        "MESSAGE_REACTION_REMOVE_ALL",
-        "MESSAGE_REACTION_REMOVE_EMOJI",
-    }
-)
+# The dispatch types POST /webhook handles, from the webhook's own list (a pydantic-only
+# module: the relay still loads no database code); nothing else is forwarded.
+HANDLED_TYPES = frozenset(t.value for t in EventType)
 
 GUILDS = 1 << 0
 GUILD_MESSAGES = 1 << 9
@@ -53,6 +45,7 @@ class Frame:
     s: int | None
     event_id: str | None
     channel_key: str
+    session: str | None = None  # the gateway session it came on: with s, its replay identity
 
 
 def is_forwarded(payload: Mapping[str, Any]) -> bool:
@@ -81,7 +74,7 @@ def event_id(data: object) -> str | None:
     return None
 
 
-def to_frame(payload: Mapping[str, Any], raw: str | bytes) -> Frame:
+def to_frame(payload: Mapping[str, Any], raw: str | bytes, session: str | None = None) -> Frame:
     body = raw.encode() if isinstance(raw, str) else raw
     seq = payload.get("s")
     data = payload.get("d")
@@ -91,6 +84,7 @@ def to_frame(payload: Mapping[str, Any], raw: str | bytes) -> Frame:
         s=seq if isinstance(seq, int) else None,
         event_id=event_id(data),
         channel_key=channel_key(data),
+        session=session,
     )
 
 

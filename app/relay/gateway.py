@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 
 from app.relay.frames import INTENTS, backoff_delay, connect_url, parse_payload
 from app.relay.metrics import RelayMetrics
+from app.relay.shards import IDENTIFY_INTERVAL_S
 
 log = logging.getLogger(__name__)
 # websockets logs frames (the IDENTIFY carries the token) at DEBUG: keep it quiet whatever
@@ -45,9 +46,28 @@ SESSION_LOST_CLOSE_CODES = frozenset({4007, 4009})
 # Closing with 1000/1001 ends the session on Discord's side; any other code keeps it resumable.
 RESUMABLE_CLOSE = 4000
 
-OnDispatch = Callable[[dict[str, Any], str | bytes], Awaitable[None]]
-GatewayUrl = Callable[[], Awaitable[str]]
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A dispatch frame as received, with the session it arrived on."""
+
+    payload: dict[str, Any]
+    raw: str | bytes
+    shard: int
+    session_id: str | None
+
+
+OnDispatch = Callable[[Dispatch], Awaitable[None]]
+# Where to open a fresh session; ``stale`` after a failed connection, so a cached answer is
+# asked again.
+GatewayUrl = Callable[[bool], Awaitable[str]]
+# Waits until this shard may IDENTIFY (Discord's max_concurrency buckets).
+IdentifyTurn = Callable[[], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
+
+
+async def _identify_now() -> None:
+    return None
 
 
 class GatewayFatal(Exception):
@@ -67,9 +87,12 @@ class GatewayTuning:
     invalid_session_min_s: float = 1.0
     invalid_session_max_s: float = 5.0
     max_frame_bytes: int = 64 * 1024 * 1024
+    identify_interval_s: float = IDENTIFY_INTERVAL_S  # per identify bucket
 
 
 class GatewayClient:
+    """One shard's connection: its own session id, resume URL and sequence."""
+
     def __init__(
         self,
         *,
@@ -77,11 +100,16 @@ class GatewayClient:
         gateway_url: GatewayUrl,
         on_dispatch: OnDispatch,
         metrics: RelayMetrics,
+        shard: tuple[int, int] = (0, 1),
+        identify_turn: IdentifyTurn = _identify_now,
         intents: int = INTENTS,
         tuning: GatewayTuning | None = None,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
+        self.shard_id, self.shard_count = shard
+        self._label = str(self.shard_id)
+        self._identify_turn = identify_turn
         self._token = token
         self._gateway_url = gateway_url
         self._on_dispatch = on_dispatch
@@ -98,29 +126,40 @@ class GatewayClient:
         self._connections = 0
 
     def __repr__(self) -> str:
-        return f"GatewayClient(session_id={self.session_id!r}, seq={self.seq!r})"
+        return (
+            f"GatewayClient(shard={self.shard_id}, session_id={self.session_id!r}, "
+            f"seq={self.seq!r})"
+        )
+
+    def _log_extra(self, **fields: Any) -> dict[str, Any]:
+        return {"shard": self.shard_id, **fields}
 
     async def run(self) -> None:
         """Stay connected until cancelled; raises GatewayFatal when Discord refuses us."""
         failures = 0
         while True:
             if self._connections:
-                self._metrics.reconnects.inc()
+                self._metrics.reconnects.labels(shard=self._label).inc()
             self._connections += 1
             try:
-                ready = await self._connect_and_serve()
+                ready = await self._connect_and_serve(stale=failures > 0)
             except (OSError, TimeoutError, WebSocketException, httpx.HTTPError) as exc:
                 ready = False
-                log.warning("gateway connection failed", extra={"error": type(exc).__name__})
+                log.warning(
+                    "gateway connection failed", extra=self._log_extra(error=type(exc).__name__)
+                )
             except ProtocolViolation as exc:
                 ready = False
-                log.warning("gateway protocol violation", extra={"error": str(exc)})
+                log.warning("gateway protocol violation", extra=self._log_extra(error=str(exc)))
             failures = 0 if ready else failures + 1
             if failures:
                 delay = backoff_delay(
                     failures - 1, self._tuning.reconnect_base_s, self._tuning.reconnect_max_s
                 )
-                log.info("gateway reconnect after backoff", extra={"delay_s": round(delay, 3)})
+                log.info(
+                    "gateway reconnect after backoff",
+                    extra=self._log_extra(delay_s=round(delay, 3)),
+                )
                 await self._sleep(delay)
 
     def _can_resume(self) -> bool:
@@ -130,10 +169,10 @@ class GatewayClient:
         self.session_id = self.resume_url = None
         self.seq = None
 
-    async def _connect_and_serve(self) -> bool:
+    async def _connect_and_serve(self, *, stale: bool) -> bool:
         """One connection's life; True when it reached READY or RESUMED."""
         resume = self._can_resume()
-        base = self.resume_url if resume and self.resume_url else await self._gateway_url()
+        base = self.resume_url if resume and self.resume_url else await self._gateway_url(stale)
         async with connect(
             connect_url(base),
             compression=None,
@@ -157,7 +196,13 @@ class GatewayClient:
         self._acked, self._zombie = True, False
         heartbeat = asyncio.create_task(self._heartbeat(ws, interval))
         try:
-            await ws.send(json.dumps(self._resume() if resume else self._identify()))
+            if resume:
+                await ws.send(json.dumps(self._resume()))
+            else:
+                # Only IDENTIFY starts a session, so only it waits for the bucket's turn.
+                await self._identify_turn()
+                self._metrics.identifies.labels(shard=self._label).inc()
+                await ws.send(json.dumps(self._identify()))
             return await self._read(ws)
         finally:
             heartbeat.cancel()
@@ -180,7 +225,7 @@ class GatewayClient:
             op = payload.get("op")
             if op == OP_DISPATCH:
                 ready = self._on_session_event(payload) or ready
-                await self._on_dispatch(payload, raw)
+                await self._on_dispatch(Dispatch(payload, raw, self.shard_id, self.session_id))
                 if isinstance(payload.get("s"), int):
                     self.seq = payload["s"]
             elif op == OP_HEARTBEAT:
@@ -188,7 +233,7 @@ class GatewayClient:
             elif op == OP_HEARTBEAT_ACK:
                 self._acked = True
             elif op == OP_RECONNECT:
-                log.info("gateway asked us to reconnect")
+                log.info("gateway asked us to reconnect", extra=self._log_extra())
                 await ws.close(code=RESUMABLE_CLOSE)
                 return ready
             elif op == OP_INVALID_SESSION:
@@ -200,15 +245,15 @@ class GatewayClient:
         if t == "READY" and isinstance(data, dict):
             self.session_id = data.get("session_id")
             self.resume_url = data.get("resume_gateway_url")
-            log.info("gateway session ready")
+            log.info("gateway session ready", extra=self._log_extra(session_id=self.session_id))
             return True
         if t == "RESUMED":
-            log.info("gateway session resumed", extra={"seq": self.seq})
+            log.info("gateway session resumed", extra=self._log_extra(seq=self.seq))
             return True
         return False
 
     async def _invalid_session(self, ws: ClientConnection, *, resumable: bool) -> None:
-        log.info("gateway session invalidated", extra={"resumable": resumable})
+        log.info("gateway session invalidated", extra=self._log_extra(resumable=resumable))
         if not resumable:
             self._forget_session()
         await ws.close(code=RESUMABLE_CLOSE)
@@ -217,7 +262,7 @@ class GatewayClient:
 
     def _on_closed(self, exc: ConnectionClosed) -> None:
         code = exc.rcvd.code if exc.rcvd is not None else None
-        log.info("gateway closed the connection", extra={"code": code})
+        log.info("gateway closed the connection", extra=self._log_extra(code=code))
         if code in FATAL_CLOSE_CODES:
             raise GatewayFatal(f"the gateway closed with code {code}; not reconnecting")
         if code in SESSION_LOST_CLOSE_CODES:
@@ -229,7 +274,9 @@ class GatewayClient:
         try:
             while True:
                 if not self._acked:
-                    log.warning("gateway heartbeat not acknowledged; reconnecting")
+                    log.warning(
+                        "gateway heartbeat not acknowledged; reconnecting", extra=self._log_extra()
+                    )
                     self._zombie = True
                     await ws.close(code=RESUMABLE_CLOSE)
                     return
@@ -245,6 +292,7 @@ class GatewayClient:
             "d": {
                 "token": self._token.get_secret_value(),
                 "intents": self._intents,
+                "shard": [self.shard_id, self.shard_count],
                 "properties": {"os": sys.platform, "browser": "relay", "device": "relay"},
             },
         }

@@ -10,8 +10,8 @@ class RelayMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.received = Counter(
             "relay_frames_received",
-            "Dispatch frames received from the gateway, by type.",
-            ["t"],
+            "Dispatch frames received from the gateway, by shard and type.",
+            ["shard", "t"],
             registry=self.registry,
         )
         self.forwarded = Counter(
@@ -27,8 +27,14 @@ class RelayMetrics:
         )
         self.dropped = Counter(
             "relay_frames_dropped",
-            "Frames given up on, by reason (rejected by the webhook, left at shutdown).",
+            "Frames given up on, by reason (413/422 from the webhook, shutdown, error).",
             ["reason"],
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            "relay_webhook_refused",
+            "Webhook answers that refuse the relay itself (401, 403, 404, ...); retried. Alert.",
+            ["status"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(
@@ -38,7 +44,14 @@ class RelayMetrics:
         )
         self.reconnects = Counter(
             "relay_gateway_reconnects",
-            "Gateway connections opened after the first one.",
+            "Gateway connections a shard opened after its first one.",
+            ["shard"],
+            registry=self.registry,
+        )
+        self.identifies = Counter(
+            "relay_gateway_identifies",
+            "IDENTIFYs (new sessions, limited per day by Discord) sent, by shard.",
+            ["shard"],
             registry=self.registry,
         )
 
@@ -46,3 +59,12 @@ class RelayMetrics:
         """A sample's current value (0 when never set); for tests and debugging."""
         found = self.registry.get_sample_value(name, labels)
         return found if found is not None else 0.0
+
+    def total(self, name: str) -> float:
+        """The sum of a sample over all its label values; for tests and debugging."""
+        return sum(
+            sample.value
+            for family in self.registry.collect()
+            for sample in family.samples
+            if sample.name == name
+        )

@@ -1,25 +1,28 @@
-"""Wires the gateway client to delivery: the relay's life from connect to drained shutdown."""
+"""Wires the gateway shards to delivery: the relay's life from connect to drained shutdown."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from functools import partial
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
 from app.relay.delivery import Delivery, DeliveryConfig, Sleep
-from app.relay.frames import Frame, is_forwarded, to_frame
-from app.relay.gateway import GatewayClient, GatewayFatal, GatewayTuning
+from app.relay.frames import Frame, backoff_delay, is_forwarded, to_frame
+from app.relay.gateway import Dispatch, GatewayClient, GatewayFatal, GatewayTuning, OnDispatch
 from app.relay.metrics import RelayMetrics
 from app.relay.settings import RelaySettings
+from app.relay.shards import GatewayBot, IdentifyLimiter, parse_gateway_bot, plan_shards
 
 log = logging.getLogger(__name__)
 
 
-async def fetch_gateway_url(http: httpx.AsyncClient, api_base: str, token: SecretStr) -> str:
-    """Ask Discord's REST API where the gateway is (GET /gateway/bot)."""
+async def fetch_gateway_bot(http: httpx.AsyncClient, api_base: str, token: SecretStr) -> GatewayBot:
+    """Ask Discord's REST API where the gateway is and how to shard (GET /gateway/bot)."""
     response = await http.get(
         f"{api_base.rstrip('/')}/gateway/bot",
         headers={"authorization": f"Bot {token.get_secret_value()}"},
@@ -27,10 +30,34 @@ async def fetch_gateway_url(http: httpx.AsyncClient, api_base: str, token: Secre
     if response.status_code in (401, 403):
         raise GatewayFatal(f"GET /gateway/bot refused the bot token (HTTP {response.status_code})")
     response.raise_for_status()
-    url = response.json().get("url")
-    if not isinstance(url, str) or not url:
-        raise httpx.DecodingError("GET /gateway/bot answered without a url")
-    return url
+    try:
+        return parse_gateway_bot(response.json())
+    except ValueError as exc:  # also a body that is not JSON
+        raise httpx.DecodingError(f"GET /gateway/bot: {exc}") from None
+
+
+class GatewayDirectory:
+    """Where shards open fresh sessions: DISCORD_GATEWAY_URL, or GET /gateway/bot's URL.
+
+    Discord asks clients to cache that URL and ask again only after failing to connect."""
+
+    def __init__(self, settings: RelaySettings, rest: httpx.AsyncClient) -> None:
+        self._settings = settings
+        self._rest = rest
+        self._url = settings.discord_gateway_url
+
+    async def ask(self) -> GatewayBot:
+        s = self._settings
+        bot = await fetch_gateway_bot(self._rest, s.discord_api_base, s.discord_bot_token)
+        self._url = bot.url
+        return bot
+
+    async def url(self, stale: bool) -> str:
+        if self._settings.discord_gateway_url:
+            return self._settings.discord_gateway_url
+        if stale or self._url is None:
+            return (await self.ask()).url
+        return self._url
 
 
 def _tuning(settings: RelaySettings) -> GatewayTuning:
@@ -68,18 +95,12 @@ async def run_relay(
             sleep=retry_sleep,
         )
 
-        async def locate_gateway() -> str:
-            if settings.discord_gateway_url:
-                return settings.discord_gateway_url
-            return await fetch_gateway_url(
-                rest, settings.discord_api_base, settings.discord_bot_token
-            )
-
-        async def forward(payload: dict[str, Any], raw: str | bytes) -> None:
-            metrics.received.labels(t=str(payload.get("t"))).inc()
+        async def forward(dispatch: Dispatch) -> None:
+            payload = dispatch.payload
+            metrics.received.labels(shard=str(dispatch.shard), t=str(payload.get("t"))).inc()
             if not is_forwarded(payload):
                 return
-            frame = to_frame(payload, raw)
+            frame = to_frame(payload, dispatch.raw, dispatch.session_id)
             try:
                 await delivery.submit(frame)
             except asyncio.CancelledError:
@@ -88,14 +109,14 @@ async def run_relay(
                 )
                 raise
 
-        gateway = GatewayClient(
-            token=settings.discord_bot_token,
-            gateway_url=locate_gateway,
-            on_dispatch=forward,
-            metrics=metrics,
-            tuning=tuning or _tuning(settings),
+        shards = _hold_shards(
+            settings,
+            GatewayDirectory(settings, rest),
+            forward,
+            metrics,
+            tuning or _tuning(settings),
         )
-        failure = await _run_until_stopped(gateway, stop)
+        failure = await _run_until_stopped(shards, stop)
         log.info("relay stopping; draining", extra={"pending": delivery.pending})
         left = await delivery.drain(settings.relay_drain_deadline_s)
         if failure is not None:
@@ -103,9 +124,79 @@ async def run_relay(
         return left
 
 
-async def _run_until_stopped(gateway: GatewayClient, stop: asyncio.Event) -> BaseException | None:
-    """Run the gateway until stop is set; return its failure, if it ended on its own."""
-    reader = asyncio.create_task(gateway.run())
+async def _hold_shards(
+    settings: RelaySettings,
+    directory: GatewayDirectory,
+    forward: OnDispatch,
+    metrics: RelayMetrics,
+    tuning: GatewayTuning,
+) -> None:
+    """Open one gateway connection per shard this process holds; return when one fails."""
+    bot = None if settings.discord_gateway_url else await _discover(directory, tuning)
+    plan = plan_shards(settings.relay_shard_count, settings.shard_ids, bot)
+    log.info(
+        "relay holds shards",
+        extra={
+            "shards": list(plan.ids),
+            "shard_count": plan.count,
+            "max_concurrency": plan.max_concurrency,
+        },
+    )
+    if bot is not None and bot.shards > plan.count:
+        log.warning("Discord recommends more shards", extra={"recommended": bot.shards})
+    if bot is not None and bot.remaining is not None and bot.remaining < len(plan.ids):
+        # At the daily limit Discord ends every session of the bot and resets its token.
+        log.error("too few session starts left today", extra={"remaining": bot.remaining})
+    limiter = IdentifyLimiter(plan.max_concurrency, tuning.identify_interval_s)
+    clients = [
+        GatewayClient(
+            token=settings.discord_bot_token,
+            gateway_url=directory.url,
+            on_dispatch=forward,
+            metrics=metrics,
+            shard=(shard_id, plan.count),
+            identify_turn=partial(limiter.wait_turn, shard_id),
+            tuning=tuning,
+        )
+        for shard_id in plan.ids
+    ]
+    await _first_failure([client.run() for client in clients])
+
+
+async def _discover(directory: GatewayDirectory, tuning: GatewayTuning) -> GatewayBot:
+    """GET /gateway/bot, retried with backoff while Discord cannot answer."""
+    failures = 0
+    while True:
+        try:
+            return await directory.ask()
+        except httpx.HTTPError as exc:
+            delay = backoff_delay(failures, tuning.reconnect_base_s, tuning.reconnect_max_s)
+            log.warning(
+                "GET /gateway/bot failed; retrying",
+                extra={"error": type(exc).__name__, "delay_s": round(delay, 3)},
+            )
+            failures += 1
+            await asyncio.sleep(delay)
+
+
+async def _first_failure(runs: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the shards together until one fails (re-raised); cancel the others then."""
+    tasks = [asyncio.create_task(run) for run in runs]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _run_until_stopped(
+    shards: Coroutine[Any, Any, None], stop: asyncio.Event
+) -> BaseException | None:
+    """Run the shards until stop is set; return their failure, if they ended on their own."""
+    reader = asyncio.create_task(shards)
     stopped = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({reader, stopped}, return_when=asyncio.FIRST_COMPLETED)

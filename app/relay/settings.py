@@ -8,11 +8,60 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.kit.env import describe
+from app.relay.shards import AUTO, ShardCount, parse_shard_count, parse_shard_ids
+
+MIN_SECRET_LENGTH = 32
+# Values copied from examples and docs rather than generated; refused case-insensitively,
+# also when repeated to reach the length (``changemechangeme…``). One list for every process
+# that checks GATEWAY_TOKEN.
+PLACEHOLDER_SECRETS = frozenset(
+    {
+        "change-me",
+        "changeme",
+        "changeit",
+        "replace-me",
+        "placeholder",
+        "password",
+        "secret",
+        "test",
+        "token",
+        "your-token-here",
+        "your-gateway-token",
+        "xxx",
+    }
+)
+# Separators, spaces, brackets and quotes do not make a placeholder any less of one.
+_NOISE = str.maketrans("", "", "-_. <>\"'")
+
+
+def _is_repetition(text: str, unit: str) -> bool:
+    return bool(unit) and len(text) % len(unit) == 0 and text == unit * (len(text) // len(unit))
+
+
+def is_placeholder(value: str) -> bool:
+    """A known placeholder, one of them repeated, or one character over and over (xxxx…)."""
+    bare = value.lower().translate(_NOISE)
+    if len(set(bare)) <= 1:
+        return True
+    return any(_is_repetition(bare, word.translate(_NOISE)) for word in PLACEHOLDER_SECRETS)
+
+
+def weak_secret_reason(value: str) -> str | None:
+    """Why a shared secret is unsafe to run with, or None; the reason never holds the value."""
+    if not value.strip():
+        return "is empty"
+    if is_placeholder(value):
+        return "is a placeholder; set a random value"
+    if len(value) < MIN_SECRET_LENGTH:
+        return f"is shorter than {MIN_SECRET_LENGTH} characters"
+    return None
 
 
 class RelaySettings(BaseSettings):
@@ -35,7 +84,56 @@ class RelaySettings(BaseSettings):
     relay_retry_max_s: PositiveFloat = 30.0
     relay_reconnect_base_s: PositiveFloat = 1.0
     relay_reconnect_max_s: PositiveFloat = 60.0
+    # How many shards the bot runs ("auto": GET /gateway/bot's recommendation) and which of
+    # them this process holds (unset: all). Processes splitting the shards name the count.
+    relay_shard_count: ShardCount = AUTO
+    relay_shard_ids: str | None = None
     log_level: str = "INFO"
+
+    @field_validator("gateway_token")
+    @classmethod
+    def _strong_gateway_token(cls, value: SecretStr) -> SecretStr:
+        reason = weak_secret_reason(value.get_secret_value())
+        if reason is not None:
+            # A custom error reads "GATEWAY_TOKEN is empty", not "… Value error, is empty".
+            raise PydanticCustomError("weak_secret", reason)
+        return value
+
+    @field_validator("discord_bot_token")
+    @classmethod
+    def _bot_token_present(cls, value: SecretStr) -> SecretStr:
+        # `DISCORD_BOT_TOKEN=` (as in .env.example) is as missing as no variable at all.
+        if not value.get_secret_value().strip():
+            raise PydanticCustomError("missing_secret", "is empty")
+        return value
+
+    @field_validator("relay_shard_count", mode="before")
+    @classmethod
+    def _shard_count(cls, value: object) -> ShardCount:
+        try:
+            return parse_shard_count(value)
+        except ValueError as exc:
+            raise PydanticCustomError("shard_count", str(exc)) from None
+
+    @field_validator("relay_shard_ids", mode="before")
+    @classmethod
+    def _shard_ids(cls, value: object, info: ValidationInfo) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if "relay_shard_count" not in info.data:
+            return value  # the count is invalid and already reported
+        try:
+            ids = parse_shard_ids(str(value), info.data["relay_shard_count"])
+        except ValueError as exc:
+            raise PydanticCustomError("shard_ids", str(exc)) from None
+        return ",".join(map(str, ids))
+
+    @property
+    def shard_ids(self) -> tuple[int, ...] | None:
+        """The shards this process holds; None for all of them."""
+        if self.relay_shard_ids is None:
+            return None
+        return tuple(int(i) for i in self.relay_shard_ids.split(","))
 
     @field_validator("discord_gateway_url", mode="before")
     @classmethod
