@@ -14,6 +14,7 @@ GENERATE_HINT = 'generate one with: python -c "import secrets; print(secrets.tok
 # repeated ("changeme-changeme-…") is a placeholder too.
 _PLACEHOLDER_WORDS = (
     "changeme",
+    "changeit",
     "secret",
     "password",
     "passwd",
@@ -30,7 +31,14 @@ _PLACEHOLDER_WORDS = (
     "null",
 )
 # Fragments no generated secret contains by chance, but every template value does.
-_PLACEHOLDER_FRAGMENTS = ("changeme", "placeholder", "replaceme", "yoursecret", "yourtoken")
+_PLACEHOLDER_FRAGMENTS = (
+    "changeme",
+    "placeholder",
+    "replaceme",
+    "yoursecret",
+    "yourtoken",
+    "yourgateway",
+)
 
 
 def is_placeholder(value: str) -> bool:

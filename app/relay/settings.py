@@ -14,54 +14,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.kit.env import describe
+from app.kit.env import describe, weak_secret
 from app.relay.shards import AUTO, ShardCount, parse_shard_count, parse_shard_ids
-
-MIN_SECRET_LENGTH = 32
-# Values copied from examples and docs rather than generated; refused case-insensitively,
-# also when repeated to reach the length (``changemechangeme…``). One list for every process
-# that checks GATEWAY_TOKEN.
-PLACEHOLDER_SECRETS = frozenset(
-    {
-        "change-me",
-        "changeme",
-        "changeit",
-        "replace-me",
-        "placeholder",
-        "password",
-        "secret",
-        "test",
-        "token",
-        "your-token-here",
-        "your-gateway-token",
-        "xxx",
-    }
-)
-# Separators, spaces, brackets and quotes do not make a placeholder any less of one.
-_NOISE = str.maketrans("", "", "-_. <>\"'")
-
-
-def _is_repetition(text: str, unit: str) -> bool:
-    return bool(unit) and len(text) % len(unit) == 0 and text == unit * (len(text) // len(unit))
-
-
-def is_placeholder(value: str) -> bool:
-    """A known placeholder, one of them repeated, or one character over and over (xxxx…)."""
-    bare = value.lower().translate(_NOISE)
-    if len(set(bare)) <= 1:
-        return True
-    return any(_is_repetition(bare, word.translate(_NOISE)) for word in PLACEHOLDER_SECRETS)
-
-
-def weak_secret_reason(value: str) -> str | None:
-    """Why a shared secret is unsafe to run with, or None; the reason never holds the value."""
-    if not value.strip():
-        return "is empty"
-    if is_placeholder(value):
-        return "is a placeholder; set a random value"
-    if len(value) < MIN_SECRET_LENGTH:
-        return f"is shorter than {MIN_SECRET_LENGTH} characters"
-    return None
 
 
 class RelaySettings(BaseSettings):
@@ -93,7 +47,7 @@ class RelaySettings(BaseSettings):
     @field_validator("gateway_token")
     @classmethod
     def _strong_gateway_token(cls, value: SecretStr) -> SecretStr:
-        reason = weak_secret_reason(value.get_secret_value())
+        reason = weak_secret(value.get_secret_value())
         if reason is not None:
             # A custom error reads "GATEWAY_TOKEN is empty", not "… Value error, is empty".
             raise PydanticCustomError("weak_secret", reason)
