@@ -310,7 +310,8 @@ def memory_note(system: Sequence[str], request: str) -> str:
 
 def reply(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
     """A short friendly reply to the newest line, using the memory block when it helps."""
-    last = _text(messages[-1]["content"]).splitlines()[-1] if messages else ""
+    said_by_people = [_text(m["content"]) for m in messages if m.get("role") == "user"]
+    last = said_by_people[-1].splitlines()[-1] if said_by_people else ""
     name, _, said = last.partition(": ")
     name, said = (name, clean(said)) if said else ("friend", clean(last))
     notes = remembered(system)
