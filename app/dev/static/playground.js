@@ -20,6 +20,7 @@ const state = {
   editing: null, // message id
   unread: new Map(), // channel id -> count
   ledgerBefore: null,
+  ledgerPaged: false,
   pendingRollback: null,
 };
 
@@ -553,9 +554,17 @@ async function replay(eventId) {
   await loadDead();
 }
 
-async function refreshConsole() {
-  await Promise.all([loadMemories(), loadLedger(), loadRuns(), loadDead()]);
+async function refreshConsole({ auto = false } = {}) {
+  if (!auto) state.ledgerPaged = false;
+  // An automatic refresh leaves the ledger alone while someone reads older pages.
+  const ledger = auto && state.ledgerPaged ? null : loadLedger();
+  await Promise.all([loadMemories(), ledger, loadRuns(), loadDead()]);
 }
+
+// The memory job and the nightly run finish after the reply: keep the console current.
+setInterval(() => {
+  if (state.config && !document.hidden && !state.pendingRollback) refreshConsole({ auto: true });
+}, 4000);
 
 let consoleTimer = null;
 function consoleSoon() {
@@ -597,7 +606,10 @@ async function start() {
   $("who").addEventListener("change", (e) => choosePerson(e.target.value));
   $("console-person").addEventListener("change", () => refreshConsole());
   $("refresh").addEventListener("click", () => refreshConsole());
-  $("ledger-older").addEventListener("click", () => loadLedger(true));
+  $("ledger-older").addEventListener("click", () => {
+    state.ledgerPaged = true;
+    loadLedger(true);
+  });
   $("run-nightly").addEventListener("click", () => runNightly());
   $("rollback-confirm").addEventListener("click", () => confirmRollback());
   $("rollback-cancel").addEventListener("click", () => cancelRollback());
