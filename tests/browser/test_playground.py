@@ -173,3 +173,33 @@ def test_the_console_shows_alices_memories_and_her_ledger(page: Any, stack: DevS
     expect(ledger.locator("li.entry.action-add")).not_to_have_count(0)
     expect(ledger.locator("li.entry.action-read")).not_to_have_count(0)
     expect(ledger).to_contain_text("by extraction")
+
+
+def test_bob_edits_deletes_reacts_and_replies_to_the_bot(page: Any, stack: DevStack) -> None:
+    page.get_by_label("You are").select_option(label="Bob")
+    open_channel(page, "random")
+    expect(page.locator("#channel-title")).to_have_text("#random")
+
+    send(page, "hello there", mention=False)
+    mine = page.locator("#messages li.msg[data-author='Bob']").last
+    expect(mine).to_contain_text("hello there")
+    mine.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit message")
+    editor.fill("hello again")
+    editor.press("Enter")
+    expect(mine).to_contain_text("hello again")
+    expect(mine).to_contain_text("(edited)")
+    mine.get_by_role("button", name="React with 👍").click()
+    expect(mine.locator(".reactions")).to_contain_text("👍 1")
+    mine.get_by_role("button", name="Delete").click()
+    expect(mine).to_contain_text("(message deleted)")
+
+    send(page, "I'm a nurse")
+    reply = page.locator("#messages li.msg.bot").last
+    expect(reply).to_contain_text("I'll remember that: Bob is a nurse.")
+    reply.get_by_role("button", name="Reply").click()
+    expect(page.locator("#replying")).to_contain_text("Replying to companion")
+    send(page, "no, I'm a doctor", mention=False)
+    answer = page.locator("#messages li.msg[data-author='Bob']").last
+    expect(answer).to_contain_text("replying to companion")
+    expect(answer).to_contain_text("no, I'm a doctor")
