@@ -1,6 +1,9 @@
-"""`python -m app import --sqlite PATH [--legacy-json PATH] [--dry-run]`: operator commands.
+"""Operator commands.
 
-Reads only DATABASE_URL, so an import needs none of the bot's other settings."""
+`python -m app import --sqlite PATH [--legacy-json PATH] [--dry-run]` reads only DATABASE_URL,
+so an import needs none of the bot's other settings. `python -m app dev [--data-dir DIR]
+[--port N]` runs the whole bot locally on embedded Postgres and Redis (the `local` extra),
+with the playground at /playground."""
 
 from __future__ import annotations
 
@@ -35,6 +38,21 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--dry-run", action="store_true", help="report what would be inserted; write nothing"
     )
+    dev = commands.add_parser(
+        "dev",
+        help="run the bot locally: embedded Postgres and Redis (unless DATABASE_URL / "
+        "REDIS_URL are set), migrations, API, worker, decision model and the playground",
+    )
+    dev.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(".data"),
+        help="where the embedded servers keep their data and the generated secrets "
+        "(default: .data)",
+    )
+    dev.add_argument(
+        "--port", type=int, default=8000, help="the API's port on 127.0.0.1 (default: 8000)"
+    )
     return parser
 
 
@@ -53,6 +71,10 @@ async def _import(database_url: str, args: argparse.Namespace) -> ImportReport:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "dev":
+        from app.dev.stack import Options, run
+
+        return run(Options(data_dir=args.data_dir, port=args.port))
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgresql+asyncpg://"):
         print("DATABASE_URL must be set to postgresql+asyncpg://…", file=sys.stderr)

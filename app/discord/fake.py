@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +93,10 @@ class FakeDiscord:
     dm_channels: dict[int, int] = field(default_factory=dict)  # user id -> DM channel id
     faults: list[Fault] = field(default_factory=list)
     _exhausted: list[tuple[str, float]] = field(default_factory=list)
+    # Called with ("message", message) for every message created, ("reaction", {...}) for
+    # every new reaction, and ("dm_channel", {...}) when a DM channel is first opened: a
+    # live view (the dev playground) follows the fake without polling its lists.
+    listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     _known_ids: set[int] = field(default_factory=set)
     _last_id: int = 0
 
@@ -292,6 +297,15 @@ class FakeDiscord:
         reaction = Reaction(channel_id, message_id, unquote(emoji))
         if reaction not in self.reactions:
             self.reactions.append(reaction)
+            self._notify(
+                "reaction",
+                {
+                    "channel_id": str(channel_id),
+                    "message_id": str(message_id),
+                    "emoji": reaction.emoji,
+                    "user_id": str(self.bot_user_id),
+                },
+            )
         return Response(status_code=204)
 
     def _open_dm(self, data: Any) -> Response:
@@ -300,6 +314,10 @@ class FakeDiscord:
             return _error(400, INVALID_FORM_BODY, "Invalid Form Body")
         if user_id not in self.dm_channels:
             self.dm_channels[user_id] = self._snowflake()
+            self._notify(
+                "dm_channel",
+                {"user_id": str(user_id), "channel_id": str(self.dm_channels[user_id])},
+            )
         return JSONResponse(
             {
                 "id": str(self.dm_channels[user_id]),
@@ -343,7 +361,12 @@ class FakeDiscord:
         }
         self.messages.append(message)
         self._known_ids.add(message_id)
+        self._notify("message", message)
         return message
+
+    def _notify(self, kind: str, data: dict[str, Any]) -> None:
+        for listener in list(self.listeners):
+            listener(kind, data)
 
     def _snowflake(self) -> int:
         """Increasing ids shaped like Discord's (milliseconds since 2015 in the high bits)."""

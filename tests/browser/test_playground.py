@@ -1,0 +1,205 @@
+"""The playground in a real browser: Debian's Chromium, driven by Playwright, against
+`python -m app dev` started as a subprocess on a fresh data folder (embedded servers).
+
+Set PLAYGROUND_SCREENSHOT=docs/playground.png to refresh the README's screenshot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.devstack import DevStack, running_dev_stack
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+
+CHROMIUM = "/usr/bin/chromium"
+# As root Chromium needs --no-sandbox; the rest keep it off a network it cannot reach.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 20_000
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists() and not os.environ.get("CI"),
+        reason="Debian's chromium is not installed (bash .ci/run installs it)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
+    with running_dev_stack(tmp_path_factory.mktemp("browser") / "data") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as driver:
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(stack: DevStack, browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    tab = context.new_page()
+    tab.goto(f"{stack.url}/playground")
+    expect(tab.locator("#live")).to_contain_text("connected")
+    yield tab
+    context.close()
+
+
+def send(page: Any, text: str, *, mention: bool = True) -> None:
+    """Type into the message box and press Enter, as a person would."""
+    box = page.get_by_label("Mention @companion")
+    box.set_checked(mention)
+    field = page.locator("#text")
+    field.fill(text)
+    field.press("Enter")
+    expect(field).to_have_value("")
+    expect(page.locator("#send-status")).to_have_text("")
+
+
+def open_channel(page: Any, name: str) -> None:
+    page.locator("#channels").get_by_role("button", name=name).click()
+
+
+def memory_dm(page: Any, fact: str) -> None:
+    """`!memory show` until its DM lists ``fact`` (the memory job runs after the reply)."""
+    for attempt in range(4):
+        open_channel(page, "general")
+        confirmations = page.locator("#messages li.msg.bot", has_text="sent you a DM")
+        before = confirmations.count()
+        send(page, "!memory show")
+        expect(confirmations).to_have_count(before + 1)
+        page.locator("#dm-button").click()
+        expect(page.locator("#channel-title")).to_contain_text("DM Alice")
+        listing = page.locator("#messages li.msg.bot").last
+        if fact in listing.inner_text() or attempt == 3:
+            expect(listing).to_contain_text(fact)
+            return
+
+
+def test_alice_chats_with_the_bot_and_a_nightly_is_rolled_back(
+    page: Any, stack: DevStack, tmp_path: Path
+) -> None:
+    expect(page.locator("#models-note")).to_contain_text("No ANTHROPIC_API_KEY")
+    expect(page.get_by_label("You are")).to_have_value(stack.config["people"][0]["id"])
+
+    send(page, "I love green tea")
+    mine = page.locator("#messages li.msg[data-author='Alice']").last
+    expect(mine).to_contain_text("@companion I love green tea")
+    expect(mine.locator(".reactions")).to_contain_text("❤️")
+    reply = page.locator("#messages li.msg.bot").last
+    expect(reply).to_contain_text("I'll remember that: Alice loves green tea.")
+    expect(reply).to_contain_text("replying to Alice")
+
+    memory_dm(page, "Alice loves green tea.")
+
+    open_channel(page, "general")
+    send(page, "I'm training for a marathon", mention=False)
+    expect(page.locator("#messages")).to_contain_text("I'm training for a marathon")
+    page.get_by_role("button", name="Run nightly now").click()
+    status = page.locator("#nightly-status")
+    expect(status).to_contain_text("finished: added 1", timeout=60_000)
+
+    page.locator("#runs").get_by_role("button", name="Roll back run #1…").click()
+    report = page.locator("#rollback")
+    expect(report).to_be_visible()
+    expect(report).to_contain_text("Dry run: rolling back run #1")
+    expect(report).to_contain_text("memories it added, to delete: #2")
+    runs = httpx.get(
+        f"{stack.url}/nightly/runs/1",
+        headers={"authorization": f"Bearer {stack.config['adminSecret']}"},
+        timeout=5,
+    ).json()
+    assert runs["rolledBackAt"] is None  # the dry run changed nothing
+    page.get_by_role("button", name="Confirm rollback").click()
+    expect(status).to_contain_text("Rolled back run #1: deleted 1")
+    expect(page.locator("#run-1")).to_contain_text("rolled back")
+
+    shot = tmp_path / "playground.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 10_000
+    if target := os.environ.get("PLAYGROUND_SCREENSHOT"):
+        shutil.copyfile(shot, target)
+
+
+def _endpoint_missing(stack: DevStack, path: str) -> bool:
+    answer = httpx.get(
+        f"{stack.url}{path}",
+        headers={"authorization": f"Bearer {stack.config['adminSecret']}"},
+        timeout=5,
+    )
+    return answer.status_code == 404 and answer.json().get("detail") == "Not Found"
+
+
+def test_the_console_shows_alices_memories_and_her_ledger(page: Any, stack: DevStack) -> None:
+    """Needs GET /users/{user_id}/memories and GET /users/{user_id}/memory-log (CONTRACT.md,
+    built elsewhere): until they exist the console must say so, and this test is xfailed."""
+    send(page, "my cat is called Miso")
+    expect(page.locator("#messages li.msg.bot").last).to_contain_text("Alice's cat is called Miso.")
+    alice = stack.config["people"][0]["id"]
+    missing = [
+        path
+        for path in (f"/users/{alice}/memories", f"/users/{alice}/memory-log")
+        if _endpoint_missing(stack, path)
+    ]
+    page.get_by_role("button", name="Refresh").click()
+    memories, ledger = page.locator("#memories"), page.locator("#ledger")
+    if missing:
+        expect(memories).to_contain_text("Not available")
+        expect(page.locator("#ledger-state")).to_contain_text("Not available")
+        pytest.xfail(f"not in this build yet: {', '.join(missing)}")
+    expect(memories).to_contain_text("Alice's cat is called Miso.")
+    expect(memories).to_contain_text("source: self")
+    expect(ledger.locator("li.entry.action-add")).not_to_have_count(0)
+    expect(ledger.locator("li.entry.action-read")).not_to_have_count(0)
+    expect(ledger).to_contain_text("by extraction")
+
+
+def test_bob_edits_deletes_reacts_and_replies_to_the_bot(page: Any, stack: DevStack) -> None:
+    page.get_by_label("You are").select_option(label="Bob")
+    open_channel(page, "random")
+    expect(page.locator("#channel-title")).to_have_text("#random")
+
+    send(page, "hello there", mention=False)
+    mine = page.locator("#messages li.msg[data-author='Bob']").last
+    expect(mine).to_contain_text("hello there")
+    mine.get_by_role("button", name="Edit").click()
+    editor = page.get_by_label("Edit message")
+    editor.fill("hello again")
+    editor.press("Enter")
+    expect(mine).to_contain_text("hello again")
+    expect(mine).to_contain_text("(edited)")
+    mine.get_by_role("button", name="React with 👍").click()
+    expect(mine.locator(".reactions")).to_contain_text("👍 1")
+    mine.get_by_role("button", name="Delete").click()
+    expect(mine).to_contain_text("(message deleted)")
+
+    send(page, "I'm a nurse")
+    reply = page.locator("#messages li.msg.bot").last
+    expect(reply).to_contain_text("I'll remember that: Bob is a nurse.")
+    reply.get_by_role("button", name="Reply").click()
+    expect(page.locator("#replying")).to_contain_text("Replying to companion")
+    send(page, "no, I'm a doctor", mention=False)
+    answer = page.locator("#messages li.msg[data-author='Bob']").last
+    expect(answer).to_contain_text("replying to companion")
+    expect(answer).to_contain_text("no, I'm a doctor")
