@@ -16,7 +16,7 @@ from app.config import SandboxBackend, Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.models.inbox import InboxEvent
-from app.models.memory import Pin
+from app.models.structured import Pin
 from tests.support.frames import message_create
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
