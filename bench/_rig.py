@@ -18,6 +18,19 @@ import asyncpg
 from tests.support.servers import serve as serve_app
 
 PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
+# Several people benchmark on one machine: BENCH_DB names the databases (each benchmark adds
+# its own suffix) and BENCH_REDIS_URL the Redis database, so runs never share them.
+DB_PREFIX = os.environ.get("BENCH_DB", "bot_bench")
+
+
+def bench_db(suffix: str = "") -> str:
+    """This benchmark's database name: ``BENCH_DB`` (default ``bot_bench``) plus ``suffix``."""
+    return DB_PREFIX + suffix
+
+
+def bench_redis_url(default_db: int) -> str:
+    """``BENCH_REDIS_URL`` when set, else the local Redis's database ``default_db``."""
+    return os.environ.get("BENCH_REDIS_URL", f"redis://127.0.0.1:6379/{default_db}")
 
 
 def asyncpg_dsn(db: str) -> str:

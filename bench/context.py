@@ -33,9 +33,9 @@ from app.channel.log import recent_messages
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
 from app.memory import store
 from app.memory.store import Why
-from bench._rig import Summary, asyncpg_dsn, fresh_database
+from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database
 
-DB = "bot_bench_context"
+DB = bench_db("_context")
 CHANNELS = 200
 SERVER_SAMPLES = 20  # per block: EXPLAIN ANALYZE runs, for the server-side time
 INDEXES = {"messages": "ix_messages_channel_recent", "memories": "ix_memories_user_recent"}

@@ -36,10 +36,10 @@ from app.decision.wire import request_body
 from app.discord.fake import FakeDiscord
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.wiring import open_services
-from bench._rig import Summary, asyncpg_dsn, fresh_database, seed_memories, serve
+from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database, seed_memories, serve
 from bench._taps import Hit, Tap
 
-DB = "bot_bench_memory"
+DB = bench_db("_memory")
 BOT_ID = 1000
 DECISION_S = 0.050
 CHAT_S = 0.300

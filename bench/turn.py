@@ -41,12 +41,20 @@ from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
 from app.worker import WorkerSettings
-from bench._rig import Summary, asyncpg_dsn, fresh_database, seed_memories, serve
+from bench._rig import (
+    Summary,
+    asyncpg_dsn,
+    bench_db,
+    bench_redis_url,
+    fresh_database,
+    seed_memories,
+    serve,
+)
 from bench._taps import Hit, Tap
 from tests.support.servers import free_port
 
-DB = "bot_bench_turn"
-REDIS_URL = os.environ.get("BENCH_TURN_REDIS_URL", "redis://127.0.0.1:6379/11")
+DB = bench_db("_turn")
+REDIS_URL = os.environ.get("BENCH_TURN_REDIS_URL") or bench_redis_url(11)
 TOKEN = "bench-gateway-token-5e7a9c1b3d2f4068"
 BOT_ID = 1000
 GUILD_ID = 500

@@ -26,12 +26,13 @@ import httpx
 from redis.asyncio import Redis
 
 from bench._http import Result, load
+from bench._rig import PG, bench_db, bench_redis_url
+from tests.support.servers import free_port
 
-PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
-DB = "bot_bench"
-REDIS_URL = "redis://127.0.0.1:6379/12"
+DB = bench_db()
+REDIS_URL = bench_redis_url(12)
 TOKEN = "bench-gateway-token-5e7a9c1b3d2f4068"
-PORT = 8765
+PORT = int(os.environ.get("BENCH_PORT", "0")) or free_port()
 
 
 def frame_bodies(total: int, prefix: int) -> Callable[[], bytes | None]:
