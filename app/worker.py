@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
 from app.kit.arqueue import ArqQueue, dump_job, load_job
+from app.kit.arqworker import adopt_worker
 from app.kit.clock import utcnow
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
@@ -45,6 +46,7 @@ def _services(ctx: dict[str, Any]) -> Services:
 
 
 async def startup(ctx: dict[str, Any]) -> None:
+    adopt_worker()  # however ARQ was started: ride out Redis outages in this process
     settings: Settings = ctx.get("settings") or get_settings()
     if not ctx.get("settings"):
         configure_logging()

@@ -117,6 +117,10 @@ class WorkerProcess:
                     continue
         return len(done)
 
+    def logged(self, phrase: str) -> bool:
+        """Whether any of the worker's log lines contains ``phrase``."""
+        return phrase in self.log.read_text(errors="replace")
+
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -1,0 +1,51 @@
+"""The worker ARQ builds from WorkerSettings is our ResilientWorker, however it was started,
+and its backoff stays within its bounds."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from arq.connections import RedisSettings
+from arq.worker import Worker, create_worker
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.db import SessionFactory
+from app.kit.arqworker import Backoff, ResilientWorker
+from app.worker import WorkerSettings
+from tests.support.worker import drain
+
+
+async def test_a_worker_arq_builds_from_worker_settings_becomes_resilient_at_startup(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    # What `arq app.worker.WorkerSettings` and the local dev stack do: ARQ's own factory.
+    worker = create_worker(
+        cast(Any, WorkerSettings),
+        redis_settings=RedisSettings.from_dsn(settings.redis_url),
+        ctx={"settings": settings},
+        handle_signals=False,
+        burst=True,
+    )
+    assert type(worker) is Worker
+    try:
+        await worker.main()
+    finally:
+        await worker.close()
+    assert isinstance(worker, ResilientWorker)
+
+
+async def test_the_test_drain_worker_is_resilient_too(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    assert isinstance(await drain(settings), ResilientWorker)
+
+
+def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_success() -> None:
+    backoff = Backoff(first=0.1, cap=2.0)
+    delays = [backoff.next() for _ in range(8)]
+    assert 0.05 <= delays[0] <= 0.1
+    assert 0.1 <= delays[1] <= 0.2
+    assert all(1.0 <= d <= 2.0 for d in delays[5:])
+    backoff.reset()
+    assert backoff.next() <= 0.1
