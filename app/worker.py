@@ -144,8 +144,9 @@ class WorkerSettings:
     on_shutdown = shutdown
     job_timeout = JOB_TIMEOUT_S
     max_jobs = 20
-    # ARQ polls Redis for new jobs; its 0.5 s default was most of a turn's overhead.
-    poll_delay = 0.02
+    # Every enqueue wakes the workers at once (ResilientWorker, app.kit.arqueue); this is
+    # only the fallback poll, for a wake-up that was lost, and what an idle worker costs.
+    poll_delay = 0.5
     timezone = JST
     redis_settings = RedisSettings.from_dsn(_RedisOnly().redis_url)
     job_serializer = dump_job  # JSON, the same format the API's queue writes

@@ -279,7 +279,8 @@ def report(
     print(
         f"turns={len(timings)} warmup={args.warmup} concurrency={args.concurrency} "
         f"cores={os.cpu_count()} load average {load} "
-        f"worker poll_delay={poll * 1000:.0f} ms ({source}) wall={seconds:.1f} s"
+        f"worker poll_delay={poll * 1000:.0f} ms ({source}; a fallback: each enqueue wakes the "
+        f"worker) wall={seconds:.1f} s"
     )
     print(
         f"fixed latencies: decision {DECISION_S * 1000:.0f} ms, chat {CHAT_S * 1000:.0f} ms, "

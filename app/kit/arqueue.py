@@ -1,7 +1,11 @@
-"""The JobQueue on ARQ/Redis. Connects lazily, fails fast: a down Redis never blocks intake."""
+"""The JobQueue on ARQ/Redis. Connects lazily, fails fast: a down Redis never blocks intake.
+
+Every enqueue also publishes a wake-up on the queue's channel, so an idle worker starts the
+job at once instead of at its next poll (the poll stays, slower, for a wake-up that is lost)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +14,7 @@ from arq.connections import ArqRedis
 from arq.constants import default_queue_name, expires_extra_ms, job_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
-from redis.asyncio import ConnectionPool
+from redis.asyncio import ConnectionPool, Redis
 from redis.exceptions import RedisError
 
 
@@ -33,32 +37,57 @@ def _exception_name(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not a job argument (ids and strings only)")
 
 
+def wake_channel(redis: Redis, queue_name: str = default_queue_name) -> str:
+    """The pub/sub channel that tells the queue's workers a job is waiting. Channels belong
+    to the whole server, not to a database, so the name carries the database number."""
+    database = redis.connection_pool.connection_kwargs.get("db", 0)
+    return f"{queue_name}:wake:{database}"
+
+
 # SET NX first: a job id that is already queued or running keeps its job and its place.
+# The wake-up goes out in the same call, only when something new was queued.
 _ENQUEUE_MANY = """
-local queue, now, ttl, prefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-for i = 5, #ARGV, 2 do
+local queue, now, ttl, prefix, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local added = 0
+for i = 6, #ARGV, 2 do
   if redis.call('SET', prefix .. ARGV[i], ARGV[i + 1], 'NX', 'PX', ttl) then
     redis.call('ZADD', queue, 'NX', now, ARGV[i])
+    added = added + 1
   end
 end
-return 1
+if added > 0 then
+  redis.call('PUBLISH', channel, added)
+end
+return added
 """
 
 
 class ArqQueue:
     def __init__(self, redis: ArqRedis) -> None:
         self.redis = redis
+        self.wake_channel = wake_channel(redis)
         self._enqueue_many = redis.register_script(_ENQUEUE_MANY)
 
     async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
-        return await self.redis.enqueue_job(job, *args, _job_id=job_id) is not None
+        if await self.redis.enqueue_job(job, *args, _job_id=job_id) is None:
+            return False
+        # Queued all the same if this fails: a worker's fallback poll finds it.
+        with contextlib.suppress(RedisError, OSError):
+            await self.redis.publish(self.wake_channel, 1)
+        return True
 
     async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:
         """One atomic script call for a whole batch, in ARQ's own job format: the same
         guarantee as ``enqueue_job``'s WATCH (an id already queued or running is left as it
         is) for a fraction of the client-side work per job."""
         now = timestamp_ms()
-        argv: list[str | bytes | int] = [default_queue_name, now, expires_extra_ms, job_key_prefix]
+        argv: list[str | bytes | int] = [
+            default_queue_name,
+            now,
+            expires_extra_ms,
+            job_key_prefix,
+            self.wake_channel,
+        ]
         for args, job_id in calls:
             argv += [job_id, serialize_job(job, args, {}, None, now, serializer=dump_job)]
         await self._enqueue_many(args=argv)

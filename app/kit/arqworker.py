@@ -1,20 +1,28 @@
-"""ARQ's worker, made to ride out a Redis outage in the same process.
+"""ARQ's worker, made to ride out a Redis outage in the same process and to start a job the
+moment it is queued.
 
 ARQ 0.28 lets any Redis error in its loop escape ``Worker.main``: the poll, a job's claim, or
 ``finish_job`` after a job ran, and the process exits. This subclass keeps the process and
 its in-flight jobs: the poll backs off and tries again, a claim that fails is released, a job
 that ran waits for Redis to record that it finished, and a job whose record could not even be
 read is released to run again. Exactly-once side effects stay where they are (per-event step
-records, Discord nonces): a job that runs twice does its effects once."""
+records, Discord nonces): a job that runs twice does its effects once.
+
+ARQ polls its queue every ``poll_delay``; a short delay costs CPU while idle, a long one
+latency. Here the worker also listens for the wake-up every enqueue publishes
+(``app.kit.arqueue``) and for its own jobs finishing, polling at once on either; the poll
+delay is only the fallback for a lost wake-up."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from arq.constants import in_progress_key_prefix
@@ -22,6 +30,8 @@ from arq.utils import timestamp_ms
 from arq.worker import Worker
 from prometheus_client import Counter, Gauge
 from redis.exceptions import RedisError, ResponseError, WatchError
+
+from app.kit.arqueue import wake_channel
 
 log = logging.getLogger("app.worker.redis")
 
@@ -92,6 +102,11 @@ class ResilientWorker(Worker):
         self._outage = RedisOutage(on_recovery=self._redis_back)
         self._poll_backoff = Backoff()
         REDIS_UP.set(1)
+        # ARQ sleeps poll_delay between polls; we wait on a wake-up instead, at most that long.
+        self._idle_poll_s = self.poll_delay_s
+        self.poll_delay_s = 0.0
+        self._wake = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
 
     def _redis_back(self) -> None:
         self._last_health_check = 0  # a restarted Redis lost the health-check key: write it now
@@ -99,6 +114,9 @@ class ResilientWorker(Worker):
     # -- the loop -------------------------------------------------------------------------
 
     async def _poll_iteration(self) -> None:
+        self._listen()
+        # Cleared before the queue is read: a wake-up from now on means another read.
+        self._wake.clear()
         try:
             await super()._poll_iteration()
         except REDIS_FAILURES as exc:
@@ -107,6 +125,15 @@ class ResilientWorker(Worker):
             return
         self._poll_backoff.reset()
         self._outage.recovered()
+        await self._idle()
+
+    async def _idle(self) -> None:
+        """Until a wake-up, or the fallback poll delay."""
+        if self.burst or self._idle_poll_s <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._idle_poll_s):
+                await self._wake.wait()
 
     async def heart_beat(self) -> None:
         # ARQ moves each cron job's next run on before its enqueue has succeeded: put them
@@ -114,17 +141,52 @@ class ResilientWorker(Worker):
         # (cron job ids are unique per run time, so a retried enqueue is not a second run).
         planned = [(job, job.next_run) for job in self.cron_jobs]
         try:
-            await super().heart_beat()
+            await self.record_health()
+            # Cron runs are queued this far ahead (deferred to their time): at least one poll.
+            await self.run_cron(datetime.now(tz=self.timezone), max(self._idle_poll_s, 0.5))
         except REDIS_FAILURES:
             for job, next_run in planned:
                 job.next_run = next_run
             raise
 
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        if self.burst or self._idle_poll_s <= 0:
+            return
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.create_task(self._wakeups(), name="arq-wakeups")
+
+    async def _wakeups(self) -> None:
+        """Set the wake-up on every message of the queue's channel; resubscribe after a lost
+        connection (meanwhile the fallback poll runs)."""
+        channel = wake_channel(self.pool, self.queue_name)
+        backoff = Backoff()
+        while True:
+            try:
+                async with self.pool.pubsub() as pubsub:
+                    await pubsub.subscribe(channel)
+                    backoff.reset()
+                    self._wake.set()  # whatever was queued while nobody listened
+                    async for message in pubsub.listen():
+                        if message["type"] == "message":
+                            self._wake.set()
+            except REDIS_FAILURES:
+                await asyncio.sleep(backoff.next())
+
+    def _job_done(self, _: object) -> None:
+        self._release_sem_dec_counter_on_complete()
+        self._wake.set()  # a slot is free: look at the queue again now
+
     # -- claiming a job -------------------------------------------------------------------
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """ARQ's own, except that a claim failing on Redis gives its slot back."""
+        """ARQ's own, except that a claim failing on Redis gives its slot back, and a job that
+        finishes wakes the loop."""
         for raw_id in job_ids:
+            running = self.tasks.get(raw_id.decode())
+            if running is not None and not running.done():
+                continue  # ours and running: no need to ask Redis (ARQ would, three times)
             await self.sem.acquire()
             if self.job_counter >= self.max_jobs:
                 self.sem.release()
@@ -140,7 +202,7 @@ class ResilientWorker(Worker):
                 self._release_sem_dec_counter_on_complete()
                 continue
             task = self.loop.create_task(self.run_job(job_id, score))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(self._job_done)
             self.tasks[job_id] = task
 
     async def _claim(self, job_id: str) -> int | None:
@@ -214,6 +276,9 @@ class ResilientWorker(Worker):
                 return result
 
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
         # ARQ's close deletes the health-check key first; with Redis down that must not stop
         # the shutdown hook from closing the database and clients.
         try:

@@ -1,0 +1,101 @@
+"""An enqueue wakes an idle worker at once: a job starts long before the worker's fallback
+poll would have found it, whether it came from the API's batch enqueue, a single enqueue, or
+a slot freed by a finished job."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from arq import func
+from arq.connections import RedisSettings
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.kit.arqueue import ArqQueue, create_queue, wake_channel
+from app.kit.arqworker import ResilientWorker
+from app.worker import WorkerSettings
+from tests.faults.harness import wait_until
+
+FALLBACK_POLL_S = 600.0  # far beyond the test's timeout: only a wake-up can start a job
+STARTED_WITHIN_S = 20.0
+
+
+@asynccontextmanager
+async def idle_worker(
+    settings: Settings, redis: Redis, job: Callable[..., Awaitable[None]], *, max_jobs: int = 10
+) -> AsyncIterator[ResilientWorker]:
+    """A long-running worker that has polled once and is now idle."""
+    worker = ResilientWorker(
+        functions=[func(job, name="job")],
+        redis_settings=RedisSettings.from_dsn(settings.redis_url),
+        poll_delay=FALLBACK_POLL_S,
+        max_jobs=max_jobs,
+        handle_signals=False,
+        job_serializer=WorkerSettings.job_serializer,
+        job_deserializer=WorkerSettings.job_deserializer,
+    )
+    running = asyncio.create_task(worker.async_run())
+    try:
+        await wait_until(
+            lambda: redis.exists("arq:queue:health-check"), within=10, what="the first poll"
+        )
+        yield worker
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await worker.close()
+
+
+@asynccontextmanager
+async def api_queue(settings: Settings) -> AsyncIterator[ArqQueue]:
+    queue = create_queue(settings.redis_url)
+    try:
+        yield queue
+    finally:
+        await queue.close()
+
+
+@pytest.mark.parametrize("how", ["enqueue_many", "enqueue"])
+async def test_an_enqueued_job_starts_without_waiting_for_the_poll(
+    settings: Settings, redis: Redis, how: str
+) -> None:
+    started = asyncio.Event()
+
+    async def job(ctx: dict[str, Any], n: int) -> None:
+        started.set()
+
+    async with idle_worker(settings, redis, job), api_queue(settings) as queue:
+        if how == "enqueue_many":
+            await queue.enqueue_many("job", [((1,), "job:1")])
+        else:
+            await queue.enqueue("job", 1, job_id="job:1")
+        async with asyncio.timeout(STARTED_WITHIN_S):
+            await started.wait()
+
+
+async def test_a_worker_at_capacity_starts_the_next_job_when_one_finishes(
+    settings: Settings, redis: Redis
+) -> None:
+    release = asyncio.Event()
+    ran: list[int] = []
+
+    async def job(ctx: dict[str, Any], n: int) -> None:
+        ran.append(n)
+        if n == 1:
+            await release.wait()
+
+    async with idle_worker(settings, redis, job, max_jobs=1), api_queue(settings) as queue:
+        await queue.enqueue_many("job", [((1,), "job:1"), ((2,), "job:2")])
+        await wait_until(lambda: ran == [1], within=STARTED_WITHIN_S, what="the first job")
+        release.set()
+        await wait_until(lambda: ran == [1, 2], within=STARTED_WITHIN_S, what="the second job")
+
+
+def test_each_redis_database_has_its_own_wake_channel() -> None:
+    four, five = Redis.from_url("redis://127.0.0.1:6379/4"), Redis.from_url("redis://h/5")
+    assert wake_channel(four) == "arq:queue:wake:4"
+    assert wake_channel(four) != wake_channel(five)
