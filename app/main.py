@@ -20,6 +20,7 @@ from app.db import create_engine, create_session_factory
 from app.inbound.endpoints import routes as inbound_routes
 from app.inbound.inbox import InboxWriter, enqueue_events
 from app.kit.arqueue import create_queue
+from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging
 
 
@@ -39,6 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.queue = queue
         app.state.inbox = inbox
         inbox.start()
+        if settings is None:  # the API process itself, not an app a test or the dev stack made
+            freeze_startup_objects()
         try:
             yield
         finally:

@@ -20,6 +20,7 @@ from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.arqworker import adopt_worker
 from app.kit.clock import utcnow
+from app.kit.heap import freeze_startup_objects
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.memory import jobs as memory_jobs
@@ -48,7 +49,8 @@ def _services(ctx: dict[str, Any]) -> Services:
 async def startup(ctx: dict[str, Any]) -> None:
     adopt_worker()  # however ARQ was started: ride out Redis outages in this process
     settings: Settings = ctx.get("settings") or get_settings()
-    if not ctx.get("settings"):
+    own_process = not ctx.get("settings")  # not a worker a test or the dev stack made
+    if own_process:
         configure_logging()
         start_http_server(settings.worker_metrics_port)
     stack = AsyncExitStack()
@@ -56,6 +58,8 @@ async def startup(ctx: dict[str, Any]) -> None:
         open_services(settings, queue=ArqQueue(ctx["redis"]))
     )
     ctx.update(settings=settings, services=services, stack=stack)
+    if own_process:
+        freeze_startup_objects()
 
 
 async def shutdown(ctx: dict[str, Any]) -> None:

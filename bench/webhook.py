@@ -3,9 +3,11 @@
     python -m bench.webhook [--requests 6000] [--concurrency 64] [--rounds 3]
 
 Each server runs alone as its own uvicorn process (same settings) while a lean keep-alive
-client sends unique, valid MESSAGE_CREATE frames. Prints req/s and p50/p99 for the bare
-endpoint, the minimal durable handler (one committed INSERT per request) and our webhook,
-then the ratios; the last line is webhook/bare throughput."""
+client sends unique, valid MESSAGE_CREATE frames as fast as they are answered (saturation).
+Prints req/s and p50/p99 per round for the bare endpoint, the minimal durable handler (one
+committed INSERT per request) and our webhook, the medians over the rounds, then the ratios
+against the durable handler (latency and throughput); the last line is webhook/bare
+throughput."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
@@ -33,6 +36,7 @@ DB = bench_db()
 REDIS_URL = bench_redis_url(12)
 TOKEN = "bench-gateway-token-5e7a9c1b3d2f4068"
 PORT = int(os.environ.get("BENCH_PORT", "0")) or free_port()
+BARE, DURABLE, WEBHOOK = "bare endpoint", "durable (commit/request)", "/webhook (group commit)"
 
 
 def frame_bodies(total: int, prefix: int) -> Callable[[], bytes | None]:
@@ -157,25 +161,47 @@ async def main() -> None:
     await prepare_database()
     base = int(time.time() * 1000) << 22
     servers = {
-        "bare endpoint": "bench.apps:bare_app",
-        "durable (commit/request)": "bench.apps:durable_app",
-        "/webhook (group commit)": "app.main:app",
+        BARE: "bench.apps:bare_app",
+        DURABLE: "bench.apps:durable_app",
+        WEBHOOK: os.environ.get("BENCH_WEBHOOK_APP", "app.main:app"),
     }
     print(f"requests={args.requests} concurrency={args.concurrency} cores={os.cpu_count()}")
     # Rounds interleave the servers, so drift on a shared machine hits all of them alike.
-    rps: dict[str, list[float]] = {name: [] for name in servers}
+    results: dict[str, list[Result]] = {name: [] for name in servers}
     for round_ in range(args.rounds):
         for i, (name, target) in enumerate(servers.items()):
             offset = (round_ * len(servers) + i + 1) * 10**6
             result = await measure(name, target, args, base + offset)
-            rps[name].append(result.rps)
+            results[name].append(result)
             print(f"round {round_ + 1}  {result.line()}")
-    median = {name: statistics.median(values) for name, values in rps.items()}
-    for name, value in median.items():
-        print(f"median  {name:<28} {value:9.0f} req/s")
-    ours = median["/webhook (group commit)"]
-    print(f"webhook/durable throughput ratio: {ours / median['durable (commit/request)']:.2f}")
-    print(f"webhook/bare throughput ratio: {ours / median['bare endpoint']:.2f}")
+    medians = {name: Medians.of(rounds) for name, rounds in results.items()}
+    for name, median in medians.items():
+        print(f"median  {name:<28} {median.line()}")
+    ours, durable, bare = medians[WEBHOOK], medians[DURABLE], medians[BARE]
+    print(f"webhook/durable p50 ratio: {ours.p50 / durable.p50:.2f}")
+    print(f"webhook/durable p99 ratio: {ours.p99 / durable.p99:.2f}")
+    print(f"webhook/durable throughput ratio: {ours.rps / durable.rps:.2f}")
+    print(f"webhook/bare throughput ratio: {ours.rps / bare.rps:.2f}")
+
+
+@dataclass(frozen=True)
+class Medians:
+    """Each figure's median over the rounds (each taken separately)."""
+
+    rps: float
+    p50: float
+    p99: float
+
+    @classmethod
+    def of(cls, rounds: list[Result]) -> Medians:
+        return cls(
+            rps=statistics.median(r.rps for r in rounds),
+            p50=statistics.median(r.percentile(0.5) for r in rounds),
+            p99=statistics.median(r.percentile(0.99) for r in rounds),
+        )
+
+    def line(self) -> str:
+        return f"{self.rps:9.0f} req/s   p50 {self.p50:7.2f} ms   p99 {self.p99:7.2f} ms"
 
 
 if __name__ == "__main__":
