@@ -11,9 +11,11 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.db import SessionFactory
+from app.kit.arqueue import create_queue
 from app.kit.arqworker import Backoff, ResilientWorker
 from app.worker import WorkerSettings
-from tests.support.worker import drain
+from tests.support.waiting import wait_until
+from tests.support.worker import drain, idle_worker
 
 
 async def test_a_worker_arq_builds_from_worker_settings_becomes_resilient_at_startup(
@@ -49,3 +51,24 @@ def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_success() -> None
     assert all(1.0 <= d <= 2.0 for d in delays[5:])
     backoff.reset()
     assert backoff.next() <= 0.1
+
+
+async def test_a_job_another_worker_has_in_progress_is_left_to_it(
+    settings: Settings, redis: Redis
+) -> None:
+    ran: list[str] = []
+
+    async def job(ctx: dict[str, Any], name: str) -> None:
+        ran.append(name)
+
+    queue = create_queue(settings.redis_url)
+    try:
+        await queue.enqueue_many("job", [(("theirs",), "job:theirs")])
+        await redis.set("arq:in-progress:job:theirs", b"1")  # what another worker's claim left
+        async with idle_worker(settings, redis, job):
+            await queue.enqueue_many("job", [(("ours",), "job:ours")])
+            await wait_until(lambda: "ours" in ran, within=20, what="our job")
+    finally:
+        await queue.close()
+    assert ran == ["ours"]
+    assert await redis.zscore("arq:queue", "job:theirs") is not None  # still queued, theirs

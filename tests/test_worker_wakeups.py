@@ -5,49 +5,19 @@ a slot freed by a finished job."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from arq import func
-from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
 from app.config import Settings
 from app.kit.arqueue import ArqQueue, create_queue, wake_channel
-from app.kit.arqworker import ResilientWorker
-from app.worker import WorkerSettings
-from tests.faults.harness import wait_until
+from tests.support.waiting import wait_until
+from tests.support.worker import idle_worker
 
-FALLBACK_POLL_S = 600.0  # far beyond the test's timeout: only a wake-up can start a job
-STARTED_WITHIN_S = 20.0
-
-
-@asynccontextmanager
-async def idle_worker(
-    settings: Settings, redis: Redis, job: Callable[..., Awaitable[None]], *, max_jobs: int = 10
-) -> AsyncIterator[ResilientWorker]:
-    """A long-running worker that has polled once and is now idle."""
-    worker = ResilientWorker(
-        functions=[func(job, name="job")],
-        redis_settings=RedisSettings.from_dsn(settings.redis_url),
-        poll_delay=FALLBACK_POLL_S,
-        max_jobs=max_jobs,
-        handle_signals=False,
-        job_serializer=WorkerSettings.job_serializer,
-        job_deserializer=WorkerSettings.job_deserializer,
-    )
-    running = asyncio.create_task(worker.async_run())
-    try:
-        await wait_until(
-            lambda: redis.exists("arq:queue:health-check"), within=10, what="the first poll"
-        )
-        yield worker
-    finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
-        await worker.close()
+STARTED_WITHIN_S = 20.0  # far below the idle worker's fallback poll
 
 
 @asynccontextmanager

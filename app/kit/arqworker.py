@@ -29,7 +29,8 @@ from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
 from arq.worker import Worker
 from prometheus_client import Counter, Gauge
-from redis.exceptions import RedisError, ResponseError, WatchError
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
 
 from app.kit.arqueue import wake_channel
 
@@ -40,6 +41,27 @@ T = TypeVar("T")
 # What "Redis is unreachable" looks like: redis-py's connection and timeout errors are
 # RedisErrors, a reset socket can surface as a bare OSError.
 REDIS_FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError)
+
+# ARQ's claim, for many ids at once: a job is ours when nobody has it in progress and it is
+# due; marking it in progress is the claim. Stops at ARGV[5] claims (the free slots).
+_CLAIM = """
+local queue, now, prefix, ttl = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local limit = tonumber(ARGV[5])
+local claimed = {}
+for i = 6, #ARGV do
+  if #claimed >= 2 * limit then break end
+  local key = prefix .. ARGV[i]
+  if redis.call('EXISTS', key) == 0 then
+    local score = redis.call('ZSCORE', queue, ARGV[i])
+    if score and tonumber(score) <= now then
+      redis.call('PSETEX', key, ttl, '1')
+      claimed[#claimed + 1] = ARGV[i]
+      claimed[#claimed + 1] = score
+    end
+  end
+end
+return claimed
+"""
 
 REDIS_UP = Gauge("worker_redis_up", "1 while the worker reaches Redis, 0 during an outage")
 REDIS_OUTAGES = Counter("worker_redis_outages_total", "Redis outages this worker rode out")
@@ -107,6 +129,13 @@ class ResilientWorker(Worker):
         self.poll_delay_s = 0.0
         self._wake = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
+        self._claim_script: AsyncScript | None = None
+
+    async def _claim_jobs(self, args: list[str | int]) -> list[bytes]:
+        if self._claim_script is None:
+            self._claim_script = self.pool.register_script(_CLAIM)
+        claimed: list[bytes] = await self._claim_script(args=args)
+        return claimed
 
     def _redis_back(self) -> None:
         self._last_health_check = 0  # a restarted Redis lost the health-check key: write it now
@@ -154,6 +183,11 @@ class ResilientWorker(Worker):
     def _listen(self) -> None:
         if self.burst or self._idle_poll_s <= 0:
             return
+        if self._listener is None:
+            log.info(
+                "worker polling",
+                extra={"max_jobs": self.max_jobs, "fallback_poll_s": self._idle_poll_s},
+            )
         if self._listener is None or self._listener.done():
             self._listener = asyncio.create_task(self._wakeups(), name="arq-wakeups")
 
@@ -181,47 +215,31 @@ class ResilientWorker(Worker):
     # -- claiming a job -------------------------------------------------------------------
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """ARQ's own, except that a claim failing on Redis gives its slot back, and a job that
-        finishes wakes the loop."""
-        for raw_id in job_ids:
-            running = self.tasks.get(raw_id.decode())
-            if running is not None and not running.done():
-                continue  # ours and running: no need to ask Redis (ARQ would, three times)
-            await self.sem.acquire()
-            if self.job_counter >= self.max_jobs:
-                self.sem.release()
-                return
+        """Claim as many of ``job_ids`` as there are free slots in one atomic call, and run
+        them. ARQ claims one id at a time with WATCH/EXISTS/ZSCORE/MULTI (four round trips),
+        even for jobs this or another worker is running: most of a busy worker's Redis
+        traffic, and a tenth of its CPU with three workers on one queue."""
+        free = self.max_jobs - self.job_counter
+        candidates = [raw.decode() for raw in job_ids]
+        candidates = [job_id for job_id in candidates if not self._running_here(job_id)]
+        if free <= 0 or not candidates:
+            return
+        ttl_ms = int(self.in_progress_timeout_s * 1000)
+        now = timestamp_ms()
+        claimed = await self._claim_jobs(
+            args=[self.queue_name, now, in_progress_key_prefix, ttl_ms, free, *candidates]
+        )
+        for raw_id, raw_score in zip(claimed[::2], claimed[1::2], strict=True):
+            await self.sem.acquire()  # never waits: at most ``free`` jobs were claimed
             self.job_counter += 1
             job_id = raw_id.decode()
-            try:
-                score = await self._claim(job_id)
-            except BaseException:
-                self._release_sem_dec_counter_on_complete()
-                raise
-            if score is None:
-                self._release_sem_dec_counter_on_complete()
-                continue
-            task = self.loop.create_task(self.run_job(job_id, score))
+            task = self.loop.create_task(self.run_job(job_id, int(float(raw_score))))
             task.add_done_callback(self._job_done)
             self.tasks[job_id] = task
 
-    async def _claim(self, job_id: str) -> int | None:
-        """Mark the job in progress; its score, or None when it is not ours to run (running
-        elsewhere, already finished, deferred, or the watch broke with the connection)."""
-        in_progress_key = in_progress_key_prefix + job_id
-        try:
-            async with self.pool.pipeline(transaction=True) as pipe:
-                await pipe.watch(in_progress_key)
-                ongoing = await pipe.exists(in_progress_key)
-                score = await pipe.zscore(self.queue_name, job_id)
-                if ongoing or not score or score > timestamp_ms():
-                    return None
-                pipe.multi()  # type: ignore[no-untyped-call]
-                pipe.psetex(in_progress_key, int(self.in_progress_timeout_s * 1000), b"1")
-                await pipe.execute()
-        except (ResponseError, WatchError):
-            return None
-        return int(score)
+    def _running_here(self, job_id: str) -> bool:
+        task = self.tasks.get(job_id)
+        return task is not None and not task.done()
 
     # -- running and finishing it ---------------------------------------------------------
 

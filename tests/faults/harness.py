@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,27 +29,12 @@ from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import ArqQueue
 from tests.support.servers import free_port
 from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
 MAX_STARTS = 5  # a worker that keeps dying is a failure, not something to restart forever
 REPORTS: list[str] = []  # every tally line, repeated in pytest's terminal summary
-
-
-async def wait_until(
-    condition: Callable[[], bool | Awaitable[bool]], *, within: float, what: str
-) -> None:
-    """Poll ``condition`` until it holds; fail with ``what`` after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        result = condition()
-        if isinstance(result, Awaitable):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # -- the worker process ---------------------------------------------------------------------
@@ -146,6 +131,12 @@ class WorkerProcess:
             lambda: queue.redis.exists("arq:queue:health-check"),
             within=60,
             what="the worker to start polling",
+        )
+
+    async def ready(self) -> None:
+        """Wait until this process polls (the health-check key is shared by every worker)."""
+        await wait_until(
+            lambda: self.logged('"worker polling"'), within=60, what="the worker to poll"
         )
 
     def tail(self, lines: int = 40) -> str:

@@ -1,12 +1,23 @@
-"""Run the real ARQ worker (our WorkerSettings) in burst mode until the queue is empty."""
+"""Run the real ARQ worker (our WorkerSettings) in burst mode until the queue is empty, or
+ours long-running and idle."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from arq import func
 from arq.connections import RedisSettings
 from arq.worker import Worker
+from redis.asyncio import Redis
 
 from app.config import Settings
+from app.kit.arqworker import ResilientWorker
 from app.worker import WorkerSettings, shutdown, startup
+from tests.support.waiting import wait_until
+
+IDLE_POLL_S = 600.0  # far beyond any test's timeout: only a wake-up starts a job
 
 
 def make_worker(settings: Settings) -> Worker:
@@ -33,3 +44,30 @@ async def drain(settings: Settings) -> Worker:
     finally:
         await worker.close()
     return worker
+
+
+@asynccontextmanager
+async def idle_worker(
+    settings: Settings, redis: Redis, job: Callable[..., Awaitable[None]], *, max_jobs: int = 10
+) -> AsyncIterator[ResilientWorker]:
+    """A long-running worker that has polled once and is now idle."""
+    worker = ResilientWorker(
+        functions=[func(job, name="job")],
+        redis_settings=RedisSettings.from_dsn(settings.redis_url),
+        poll_delay=IDLE_POLL_S,
+        max_jobs=max_jobs,
+        handle_signals=False,
+        job_serializer=WorkerSettings.job_serializer,
+        job_deserializer=WorkerSettings.job_deserializer,
+    )
+    running = asyncio.create_task(worker.async_run())
+    try:
+        # ARQ writes its health-check key after its first poll.
+        await wait_until(
+            lambda: redis.exists("arq:queue:health-check"), within=10, what="the first poll"
+        )
+        yield worker
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await worker.close()
