@@ -11,9 +11,11 @@ import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 
 from tests.support.servers import serve as serve_app
 
@@ -72,6 +74,37 @@ async def seed_memories(conn: asyncpg.Connection, speakers: list[int], count: in
         speakers,
         count,
     )
+
+
+def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``python <args>`` with its output in ``log``."""
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=out)
+
+
+async def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Until the API at ``url`` answers /healthz (fails if its process exits first)."""
+    async with httpx.AsyncClient() as client:
+        for _ in range(400):
+            if process.poll() is not None:
+                raise RuntimeError("the API exited during start-up")
+            try:
+                if (await client.get(url + "/healthz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError("the API did not start")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU time of ``pid`` so far: (every thread's schedstat run time, stat's utime+stime)."""
+    run_ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        run_ns += int((task / "schedstat").read_text().split()[0])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return run_ns / 1e9, ticks / os.sysconf("SC_CLK_TCK")
 
 
 def serve(app: Any) -> AbstractAsyncContextManager[str]:

@@ -76,3 +76,49 @@ class Tap:
         hit = found()
         assert hit is not None
         return hit
+
+
+class Delayed:
+    """Wraps an ASGI app: every HTTP request is answered ``seconds`` later than the app would
+    (a fixed latency, e.g. Discord's)."""
+
+    def __init__(self, app: Any, seconds: float) -> None:
+        self.app, self.seconds = app, seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.seconds > 0:
+            await asyncio.sleep(self.seconds)
+        await self.app(scope, receive, send)
+
+
+class Watch:
+    """Wraps an ASGI app: hands every HTTP request (method, path, body, arrival) to
+    ``seen`` as it arrives, before the app answers. Unlike ``Tap`` it keeps nothing and
+    wakes nobody: the caller indexes what it needs, so thousands of requests stay cheap."""
+
+    def __init__(self, app: Any, seen: Callable[[str, str, bytes, float], None]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        arrived = time.monotonic()
+        chunks: list[bytes] = []
+        while True:
+            message: Message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        self.seen(scope["method"], scope["path"], body, arrived)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -20,26 +20,15 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from redis.asyncio import Redis
 
-from bench._rig import bench_db, bench_redis_url, fresh_database
+from bench._rig import bench_db, bench_redis_url, cpu_seconds, fresh_database
 from tests.support.servers import free_port
 
 DB = bench_db("_idle")
 REDIS_URL = bench_redis_url(13)
 SETTLE_S = 2.0  # start-up work (migrations check, first sweep) is not idling
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """CPU time of ``pid`` so far: (every thread's schedstat run time, stat's utime+stime)."""
-    run_ns = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        run_ns += int((task / "schedstat").read_text().split()[0])
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return run_ns / 1e9, ticks / os.sysconf("SC_CLK_TCK")
 
 
 def start_worker(env: dict[str, str], poll: float | None) -> subprocess.Popen[bytes]:

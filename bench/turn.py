@@ -21,7 +21,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,8 @@ from bench._rig import (
     fresh_database,
     seed_memories,
     serve,
+    start_process,
+    wait_healthy,
 )
 from bench._taps import Hit, Tap
 from tests.support.servers import free_port
@@ -172,25 +173,6 @@ def effective_poll_delay(override: float | None) -> float:
         return override
     configured = getattr(WorkerSettings, "poll_delay", None)
     return float(configured) if configured is not None else arq_default_poll_delay()
-
-
-def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, *args], env=env, stdout=out, stderr=out)
-
-
-async def wait_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as client:
-        for _ in range(400):
-            if process.poll() is not None:
-                raise RuntimeError("the API exited during start-up")
-            try:
-                if (await client.get(url + "/healthz")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError("the API did not start")
 
 
 async def run_turn(client: httpx.AsyncClient, fakes: Fakes, turn: Turn) -> Timing:
