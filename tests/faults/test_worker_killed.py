@@ -1,6 +1,7 @@
 """A worker process SIGKILLed mid-turn — inside the model call, or after Discord created the
-reply but before its answer arrived: after a restart every turn has exactly one reaction and
-exactly one reply (SPEC invariant 5)."""
+reply but before its answer arrived: once its claims lapse every turn has exactly one
+reaction and exactly one reply (SPEC invariant 5), whether a restarted worker takes the turns
+over or a second worker that was already running does."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.faults.harness import (
     worker_env,
 )
 from tests.support.frames import message_create
+from tests.support.servers import free_port
 from tests.support.stack import BOT_ID
 
 pytestmark = pytest.mark.faults
@@ -35,16 +37,18 @@ TURNS = 3
 ANSWER = "Here I am, after the restart."
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("kill_point", ["inside-model-call", "reply-posted-answer-lost"])
 async def test_worker_sigkilled_mid_turn_replies_exactly_once(
     kill_point: str,
+    workers: int,
     fault_settings: Settings,
     fault_sessions: SessionFactory,
     worker_log: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     in_model = kill_point == "inside-model-call"
-    tally = Tally(f"worker SIGKILLed mid-turn ({kill_point})")
+    tally = Tally(f"worker SIGKILLed mid-turn ({kill_point}, {workers} worker(s))")
     model_slow = in_model
     release = asyncio.Event()
 
@@ -61,7 +65,10 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         # Otherwise Discord creates each reply but its answer never reaches the worker.
         gate.closed = not in_model
         env = worker_env(stack.settings, os.environ["ANTHROPIC_BASE_URL"])
-        first, second = WorkerProcess(env, worker_log), WorkerProcess(env, worker_log)
+        # The second is a restart (one worker), or was running all along beside the first.
+        first = WorkerProcess(env, worker_log)
+        second_env = {**env, "WORKER_METRICS_PORT": str(free_port())}  # both may run at once
+        second = WorkerProcess(second_env, worker_log.with_name("second-worker.log"))
         try:
             first.start()
             frames = [
@@ -83,6 +90,9 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
                 return gate.held == TURNS and len(stack.discord.posted) == TURNS
 
             await wait_until(at_kill_point, within=60, what=f"every turn to reach {kill_point}")
+            if workers == 2:  # every turn is the first's: the second starts once they are claimed
+                second.start()
+                await second.ready()
             posted_before = len(stack.discord.posted)
             first.kill()
             release.set()  # held answers go to a dead connection
@@ -100,7 +110,8 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
             tally.injected.append(f"{len(stale)} stale in-progress keys lapsed (deleted)")
 
             model_slow = False
-            second.start()
+            if workers == 1:
+                second.start()
 
             async def settled() -> bool:
                 queued = await redis.zcard("arq:queue")
@@ -108,7 +119,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
 
             await wait_until(settled, within=60, what="the restarted worker to finish")
         except BaseException:
-            print(first.tail())
+            print(first.tail(), second.tail(), sep="\n")
             raise
         finally:
             release.set()
@@ -121,6 +132,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         tally.extra["model_calls"] = len(stack.model.requests)
         tally.extra["reply_posts"] = len(posts)
         tally.extra["reaction_puts"] = len(stack.discord.calls_to("PUT", "/channels/"))
+        tally.extra["second_worker_started"] = "after the kill" if workers == 1 else "before"
         tally.report()
 
     for message_id in ids:
@@ -133,6 +145,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         # The text was fixed before posting, so the retry re-posts it (same nonce) unchanged.
         assert len(stack.model.requests) == TURNS
         assert len(posts) == 2 * TURNS
+    assert second.started == 1 and first.started == 1
     assert tally.acknowledged == TURNS
     assert tally.duplicated == 0
     assert tally.lost == 0
