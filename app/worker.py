@@ -13,6 +13,7 @@ from typing import Any, TypedDict, cast
 from arq import cron, func
 from arq.connections import RedisSettings
 from prometheus_client import start_http_server
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
@@ -125,11 +126,16 @@ async def prune(ctx: dict[str, Any]) -> None:
     await prune_inbox(_services(ctx).sessions)
 
 
-class _RedisOnly(BaseSettings):
-    """Read at import (ARQ needs it on the class) without demanding the other secrets."""
+class _ArqSettings(BaseSettings):
+    """Read at import (ARQ needs them on the class) without demanding the other secrets."""
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
     redis_url: str = "redis://localhost:6379/0"
+    # Jobs one worker process runs at once (docs/operations.md, "Sizing").
+    worker_max_jobs: int = Field(default=20, ge=1)
+
+
+_ARQ = _ArqSettings()
 
 
 class WorkerSettings:
@@ -147,11 +153,11 @@ class WorkerSettings:
     on_startup = startup
     on_shutdown = shutdown
     job_timeout = JOB_TIMEOUT_S
-    max_jobs = 20
+    max_jobs = _ARQ.worker_max_jobs
     # Every enqueue wakes the workers at once (ResilientWorker, app.kit.arqueue); this is
     # only the fallback poll, for a wake-up that was lost, and what an idle worker costs.
     poll_delay = 0.5
     timezone = JST
-    redis_settings = RedisSettings.from_dsn(_RedisOnly().redis_url)
+    redis_settings = RedisSettings.from_dsn(_ARQ.redis_url)
     job_serializer = dump_job  # JSON, the same format the API's queue writes
     job_deserializer = load_job
