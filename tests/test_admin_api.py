@@ -80,7 +80,9 @@ async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -
 
 async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
     async with unit_of_work(sessions) as session:
-        memory = await store.add(session, ALICE, content, Why("nightly", "test", run_id=run_id))
+        memory = await store.add(
+            session, ALICE, content, Why("nightly", "test", run_id=run_id), learned_in=None
+        )
         return memory.id
 
 

@@ -211,7 +211,9 @@ async def test_mem08_new_rows_after_an_import_get_fresh_ids(
     await import_legacy(sessions, sqlite_path=legacy[0])
 
     async with unit_of_work(sessions) as session:
-        memory = await store.add(session, ALICE, "New fact", Why("command", "test"))
+        memory = await store.add(
+            session, ALICE, "New fact", Why("command", "test"), learned_in=None
+        )
         signal = Signal(message_id=1, user_id=ALICE, kind="reaction", value="🎉")
         session.add(signal)
         await session.flush()
@@ -261,7 +263,7 @@ async def test_mem08_dry_run_reports_the_counts_and_writes_nothing(
     assert "would insert 3" in report.render()
     assert await snapshot(sessions) == empty
     async with unit_of_work(sessions) as session:  # not even the id sequences moved
-        memory = await store.add(session, ALICE, "x", Why("command", "test"))
+        memory = await store.add(session, ALICE, "x", Why("command", "test"), learned_in=None)
     assert memory.id == 1
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, func, select, text
 
 from app.channel import log as channel_log
 from app.commands.dispatch import handle_command
-from app.commands.memory import memory_forget
+from app.commands.memory import Asker, memory_forget
 from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
@@ -104,10 +104,14 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
     )
     extracted = Why("extraction", "write path")
     async with unit_of_work(s) as session:
-        bread = (await store.add(session, ALICE, "Bakes sourdough on Sundays", extracted)).id
+        bread = (
+            await store.add(
+                session, ALICE, "Bakes sourdough on Sundays", extracted, learned_in=None
+            )
+        ).id
     pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
     async with unit_of_work(s) as session:
-        stamps = (await store.add(session, BOB, "Collects stamps", extracted)).id
+        stamps = (await store.add(session, BOB, "Collects stamps", extracted, learned_in=None)).id
         await store.recent(session, ALICE, Why("reply", "recall"))
         session.add_all(
             [
@@ -152,9 +156,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
-    await memory_forget(
-        env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=1004, memory_id=pet
-    )
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, 1004), pet)
     return {"bread": bread, "pet": pet, "stamps": stamps}
 
 

@@ -60,11 +60,11 @@ async def change(
     why = Why(actor, reason, run_id=run_id)
     async with unit_of_work(sessions) as session:
         if action == "add":
-            return (await store.add(session, user_id, content, why)).id
+            return (await store.add(session, user_id, content, why, learned_in=None)).id
         assert memory_id is not None
         if action == "update":
             [current] = await store.by_ids(session, [memory_id], Why(actor, "test read"))
-            assert await store.rewrite(session, current, content, why) is not None
+            assert await store.rewrite(session, current, content, why, learned_in=None) is not None
         else:
             assert await store.delete_one(session, memory_id, why, owner=user_id) is not None
         return memory_id

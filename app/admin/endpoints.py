@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
 from app.admin.schemas import (
+    AUTH_ERRORS,
     AlreadyRanBody,
     AlreadyRolledBackBody,
     ErrorBody,
@@ -28,11 +29,6 @@ from app.kit.queue import JobQueue
 from app.memory import runs
 from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
 from app.nightly.run import AlreadyRan, start_nightly_run
-
-AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
-    503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},
-}
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
 

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from app.channel.exchange import Line, Place
 from app.inbound.frames import MessageCreate, MessageUpdate
 from app.kit.sql import any_array
 from app.models.messages import Message
@@ -32,6 +33,18 @@ class LoggedMessage:
     reply_to_id: int | None
     created_at: datetime
     deleted: bool = False
+
+
+def line_of(message: LoggedMessage) -> Line:
+    """A logged message as a line of an exchange (with its ids, for provenance)."""
+    return Line(
+        message.author_id,
+        message.author_name,
+        message.is_bot,
+        message.content,
+        message_id=message.id,
+        channel_id=message.channel_id,
+    )
 
 
 def _plain(row: Message) -> LoggedMessage:
@@ -274,6 +287,39 @@ async def display_names(
         .distinct(Message.author_id)
     )
     return {author: name for author, name in (await session.execute(query)).tuples()}
+
+
+async def place_of(session: AsyncSession, channel_id: int) -> Place | None:
+    """Where a channel is (its guild, or a DM), as its logged messages say; None when the
+    log has no message of it."""
+    row = (
+        await session.execute(
+            select(Message.guild_id).where(Message.channel_id == channel_id).limit(1)
+        )
+    ).one_or_none()
+    return Place(row[0]) if row is not None else None
+
+
+async def addressed_recently(
+    session: AsyncSession, user_ids: Collection[int], *, bot_user_id: int, since: datetime
+) -> set[int]:
+    """Which of these people addressed the bot since ``since``: a message mentioning it, or
+    any message in a DM (as the turn decides whether it was addressed)."""
+    if not user_ids:
+        return set()
+    mention = (Message.content.contains(f"<@{bot_user_id}>")) | (
+        Message.content.contains(f"<@!{bot_user_id}>")
+    )
+    rows = await session.scalars(
+        select(Message.author_id)
+        .where(
+            Message.author_id == any_array(user_ids),
+            Message.created_at >= since,
+            Message.guild_id.is_(None) | mention,
+        )
+        .distinct()
+    )
+    return set(rows)
 
 
 # --- erasure and import -----------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.commands.memory import preview
 from app.commands.parser import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
+from app.commands.render import preview
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate

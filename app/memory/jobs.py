@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 
 from app.channel import log as channel_log
-from app.channel.exchange import EXCHANGE_SIZE, Line, build_exchange
+from app.channel.exchange import EXCHANGE_SIZE, Place, build_exchange
+from app.channel.log import line_of
 from app.db import unit_of_work
 from app.inbound import steps
 from app.inbound.steps import Step
@@ -65,8 +66,11 @@ async def _extract(
                 reply_message_id=reply_message_id,
                 size=EXCHANGE_SIZE,
             )
-        lines = [Line(m.author_id, m.author_name, m.is_bot, m.content) for m in messages]
-        exchange = build_exchange(lines, speaker_id=speaker_id)
+        exchange = build_exchange(
+            [line_of(m) for m in messages],
+            speaker_id=speaker_id,
+            place=Place(messages[-1].guild_id) if messages else None,
+        )
         outcome = await run_write_path(
             services, exchange, actor="extraction", trigger=f"reply:{trigger_message_id}"
         )

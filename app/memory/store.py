@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,9 +34,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from app.channel.exchange import Place
 from app.kit.locks import lock_key
 from app.kit.sql import any_array, bump_identity
-from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog
+from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog, MemorySource
 
 __all__ = ["ACTIONS", "ACTORS"]
 
@@ -56,6 +57,42 @@ MEMORY_CHANGES = Counter(
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a memory was learned, which bounds where it may be recalled: a guild (only in
+    that guild, and in its owner's DMs), a DM or unknown (only in its owner's DMs), or
+    ``any`` (a row written by hand, with no origin: anywhere its owner speaks)."""
+
+    kind: str = "any"
+    guild_id: int | None = None
+
+    @classmethod
+    def learned_in(cls, place: Place | None) -> Origin:
+        if place is None:
+            return UNKNOWN
+        return DM_ONLY if place.is_dm else cls("guild", place.guild_id)
+
+    def narrowed_by(self, place: Place | None) -> Origin:
+        """The origin after learning more in ``place``: never wider than either. A memory
+        that now holds what was said in two places is visible only where both are."""
+        other = Origin.learned_in(place)
+        if self.kind == "any":
+            return other
+        if UNKNOWN in (self, other):
+            return UNKNOWN
+        return self if self == other else DM_ONLY
+
+    def visible_in(self, place: Place) -> bool:
+        if place.is_dm or self.kind == "any":
+            return True
+        return self.kind == "guild" and self.guild_id == place.guild_id
+
+
+ANY = Origin("any")
+DM_ONLY = Origin("dm")
+UNKNOWN = Origin("unknown")
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryRecord:
     """One memory as plain data: what callers read, and what the ledger records."""
 
@@ -65,6 +102,18 @@ class MemoryRecord:
     source: str = "self"
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    origin: Origin = ANY
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMessage:
+    """A message a memory was learned from, and the batch it came in."""
+
+    message_id: int
+    channel_id: int
+    guild_id: int | None
+    trigger: str | None = None
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +139,14 @@ class LogEntry:
 
 
 def _record(row: Memory) -> MemoryRecord:
+    origin = Origin(row.origin, row.origin_guild_id)
     return MemoryRecord(
-        row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at
+        row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at, origin
     )
+
+
+def _origin_values(origin: Origin) -> dict[str, Any]:
+    return {"origin": origin.kind, "origin_guild_id": origin.guild_id}
 
 
 # --- the ledger's JSON codec (the only one) -----------------------------------------------
@@ -107,7 +161,21 @@ def encode(record: MemoryRecord) -> dict[str, Any]:
         "source": record.source,
         "created_at": record.created_at.isoformat() if record.created_at else None,
         "updated_at": record.updated_at.isoformat() if record.updated_at else None,
+        "origin": record.origin.kind,
+        "origin_guild_id": str(record.origin.guild_id) if record.origin.guild_id else None,
     }
+
+
+def _decode_origin(data: Mapping[str, Any]) -> Origin:
+    kind = data.get("origin")
+    if kind not in ("any", "guild", "dm", "unknown"):
+        return UNKNOWN  # recorded before origins existed: private
+    guild = data.get("origin_guild_id")
+    if kind == "guild":
+        return (
+            Origin("guild", int(guild)) if isinstance(guild, str) and guild.isdigit() else UNKNOWN
+        )
+    return Origin(kind)
 
 
 def decode(memory_id: int, user_id: int, data: Mapping[str, Any] | None) -> MemoryRecord | None:
@@ -123,6 +191,7 @@ def decode(memory_id: int, user_id: int, data: Mapping[str, Any] | None) -> Memo
         source=source if isinstance(source, str) else "self",
         created_at=_time(data.get("created_at")),
         updated_at=_time(data.get("updated_at")),
+        origin=_decode_origin(data),
     )
 
 
@@ -220,20 +289,38 @@ async def _log_read(
 # --- reads (each one logged) ----------------------------------------------------------------
 
 
-def _newest_first(user_id: int) -> Any:
+def _visible_in(place: Place | None) -> Any:
+    """The rows an origin lets surface in ``place`` (None: everywhere, e.g. the owner's own
+    listing). In a DM with the owner every memory may surface; in a guild only memories
+    learned in that guild (and rows written by hand, which have no origin)."""
+    if place is None or place.is_dm:
+        return True
+    return (Memory.origin == "any") | (
+        (Memory.origin == "guild") & (Memory.origin_guild_id == place.guild_id)
+    )
+
+
+def _newest_first(user_id: int, place: Place | None = None) -> Any:
     return (
         select(Memory)
-        .where(Memory.user_id == user_id)
+        .where(Memory.user_id == user_id, _visible_in(place))
         .order_by(Memory.updated_at.desc(), Memory.id.desc())
     )
 
 
 async def recent(
-    session: AsyncSession, user_id: int, why: Why, *, limit: int = RECENT_LIMIT
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    *,
+    limit: int | None = RECENT_LIMIT,
+    place: Place | None = None,
 ) -> list[MemoryRecord]:
-    """Up to ``limit`` of the person's memories, most recently updated first."""
+    """Up to ``limit`` (None: all) of the person's memories that may surface in ``place``,
+    most recently updated first."""
     await lock_owners(session, [user_id])
-    rows = await session.scalars(_newest_first(user_id).limit(limit))
+    query = _newest_first(user_id, place)
+    rows = await session.scalars(query.limit(limit) if limit is not None else query)
     records = [_record(row) for row in rows]
     await _log_read(session, why, user_id, records)
     return records
@@ -243,6 +330,92 @@ async def count(session: AsyncSession, user_id: int) -> int:
     """How many memories the person has (a number, not a read of any memory)."""
     total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
     return int(total or 0)
+
+
+async def get(
+    session: AsyncSession, memory_id: int, why: Why, *, owner: int | None = None
+) -> MemoryRecord | None:
+    """One memory (only ``owner``'s when given), its read logged under its owner."""
+    row = await session.get(Memory, memory_id, populate_existing=True)
+    if row is None or (owner is not None and row.user_id != owner):
+        return None
+    record = _record(row)
+    await _log_read(session, why, record.user_id, [record])
+    return record
+
+
+async def sources_of(
+    session: AsyncSession, memory_ids: Collection[int]
+) -> dict[int, list[SourceMessage]]:
+    """The messages each memory was learned from, oldest first (ids, no text)."""
+    if not memory_ids:
+        return {}
+    rows = await session.scalars(
+        select(MemorySource)
+        .where(MemorySource.memory_id.in_(list(memory_ids)))
+        .order_by(MemorySource.id)
+    )
+    found: dict[int, list[SourceMessage]] = {}
+    for row in rows:
+        found.setdefault(row.memory_id, []).append(
+            SourceMessage(row.message_id, row.channel_id, row.guild_id, row.trigger, row.created_at)
+        )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One ledger row as the person, staff or an operator may see it."""
+
+    id: int
+    memory_id: int | None
+    user_id: int
+    actor: str
+    action: str
+    reason: str
+    before: Any
+    after: Any
+    run_id: int | None
+    created_at: datetime
+
+
+def _ledger_row(row: MemoryLog) -> LedgerRow:
+    return LedgerRow(
+        id=row.id,
+        memory_id=row.memory_id,
+        user_id=row.user_id,
+        actor=row.actor,
+        action=row.action,
+        reason=row.reason,
+        before=row.before,
+        after=row.after,
+        run_id=row.run_id,
+        created_at=row.created_at,
+    )
+
+
+async def history(
+    session: AsyncSession,
+    why: Why,
+    *,
+    user_id: int,
+    memory_id: int | None = None,
+    limit: int | None = None,
+    before_id: int | None = None,
+) -> list[LedgerRow]:
+    """The person's ledger rows (or one memory's), newest first, paged by id. Reading the
+    ledger is itself a logged read of that person's profile."""
+    query = select(MemoryLog).where(MemoryLog.user_id == user_id)
+    if memory_id is not None:
+        query = query.where(MemoryLog.memory_id == memory_id)
+    if before_id is not None:
+        query = query.where(MemoryLog.id < before_id)
+    query = query.order_by(MemoryLog.id.desc())
+    found = await session.scalars(query.limit(limit) if limit is not None else query)
+    rows = [_ledger_row(row) for row in found]
+    ids = [memory_id] if memory_id is not None else []
+    await _log(session, why, "read", user_id, None, None, ids)
+    return rows
 
 
 async def by_ids(session: AsyncSession, ids: Sequence[int], why: Why) -> list[MemoryRecord]:
@@ -275,6 +448,54 @@ async def stale_ids(session: AsyncSession, *, cutoff: datetime, limit: int) -> l
     return list((await session.scalars(query)).all())
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """A memory with where it came from and everything that changed it since."""
+
+    record: MemoryRecord
+    sources: list[SourceMessage]
+    changes: list[LedgerRow]  # oldest first, reads left out
+
+
+async def provenance(
+    session: AsyncSession, memory_id: int, why: Why, *, owner: int | None = None
+) -> Provenance | None:
+    """One memory (only ``owner``'s when given), its sources and its ledger changes; one
+    logged read. None for a memory that does not exist or is not ``owner``'s."""
+    row = await session.get(Memory, memory_id, populate_existing=True)
+    if row is None or (owner is not None and row.user_id != owner):
+        return None
+    record = _record(row)
+    sources = (await sources_of(session, [memory_id])).get(memory_id, [])
+    logged = await session.scalars(
+        select(MemoryLog)
+        .where(MemoryLog.memory_id == memory_id, MemoryLog.action != "read")
+        .order_by(MemoryLog.id)
+    )
+    await _log_read(session, why, record.user_id, [record])
+    return Provenance(record, sources, [_ledger_row(r) for r in logged])
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Everything the store holds about a person: for an export or an inspection."""
+
+    memories: list[MemoryRecord]
+    sources: dict[int, list[SourceMessage]]
+    ledger: list[LedgerRow]  # oldest first, reads included
+
+
+async def profile(session: AsyncSession, user_id: int, why: Why) -> Profile:
+    """All of the person's memories with their sources, and the person's whole ledger
+    history; one logged read of every memory returned."""
+    memories = await recent(session, user_id, why, limit=None)
+    sources = await sources_of(session, [m.id for m in memories])
+    logged = await session.scalars(
+        select(MemoryLog).where(MemoryLog.user_id == user_id).order_by(MemoryLog.id)
+    )
+    return Profile(memories, sources, [_ledger_row(r) for r in logged])
+
+
 # --- changes ----------------------------------------------------------------------------------
 
 
@@ -305,46 +526,81 @@ async def _locked_current(
 
 
 async def add(
-    session: AsyncSession, user_id: int, content: str, why: Why, *, source: str = "self"
+    session: AsyncSession,
+    user_id: int,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
+    source: str = "self",
 ) -> MemoryRecord:
+    """A new memory with the origin of the place it was learned in and links to the
+    messages it was learned from."""
     await lock_owners(session, [user_id])
+    origin = Origin.learned_in(learned_in)
     row = await session.scalar(
         insert(Memory)
-        .values(user_id=user_id, content=content, source=source)
+        .values(user_id=user_id, content=content, source=source, **_origin_values(origin))
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
     assert row is not None
     record = _record(row)
-    await _log(
-        session,
-        why,
-        action="add",
-        user_id=user_id,
-        memory_id=record.id,
-        before=None,
-        after=encode(record),
-    )
+    await _link_sources(session, record.id, sources, why.trigger)
+    await _log(session, why, "add", user_id, record.id, None, encode(record))
     return record
 
 
+async def _link_sources(
+    session: AsyncSession, memory_id: int, sources: Sequence[SourceMessage], trigger: str | None
+) -> None:
+    if not sources:
+        return
+    await session.execute(
+        pg_insert(MemorySource)
+        .values(
+            [
+                {
+                    "memory_id": memory_id,
+                    "message_id": s.message_id,
+                    "channel_id": s.channel_id,
+                    "guild_id": s.guild_id,
+                    "trigger": trigger,
+                }
+                for s in sources
+            ]
+        )
+        .on_conflict_do_nothing()
+    )
+
+
 async def rewrite(
-    session: AsyncSession, expected: MemoryRecord, content: str, why: Why
+    session: AsyncSession,
+    expected: MemoryRecord,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
 ) -> MemoryRecord | None:
     """Rewrite the text (and touch updated_at) only if the record is still as ``expected``;
-    None when it changed or went since (the later change wins)."""
+    None when it changed or went since (the later change wins). What was learned in
+    ``learned_in`` narrows the origin, never widens it."""
     current = await _locked_current(session, expected.id, expected.user_id)
     if current is None or not unchanged(current, expected):
         return None
+    origin = current.origin.narrowed_by(learned_in)
     row = await session.scalar(
         update(Memory)
         .where(Memory.id == expected.id)
-        .values(content=content, updated_at=func.now())
+        .values(content=content, updated_at=func.now(), **_origin_values(origin))
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
     assert row is not None
     record = _record(row)
+    await _link_sources(session, record.id, sources, why.trigger)
     await _log(session, why, "update", record.user_id, record.id, encode(current), encode(record))
     return record
 
@@ -567,6 +823,7 @@ async def rollback_restore(
     session: AsyncSession, current: MemoryRecord, restored: MemoryRecord, why: Why
 ) -> None:
     """Undo an update: the before content (and its updated_at) back."""
+    # The older text comes back under the current origin: a rollback never widens it.
     values: dict[str, Any] = {"content": restored.content}
     if restored.updated_at is not None:
         values["updated_at"] = restored.updated_at
@@ -584,6 +841,7 @@ async def rollback_reinsert(session: AsyncSession, restored: MemoryRecord, why: 
         "user_id": restored.user_id,
         "content": restored.content,
         "source": restored.source,
+        **_origin_values(restored.origin),
     }
     if restored.created_at is not None:
         values["created_at"] = restored.created_at

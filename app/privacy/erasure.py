@@ -18,7 +18,7 @@ from app.agent import session as agent_sessions
 from app.channel import log as channel_log
 from app.channel import signals
 from app.inbound import inbox
-from app.memory import store
+from app.memory import consent, store
 from app.memory.store import Why
 from app.structured import episodes, observations
 
@@ -79,7 +79,9 @@ def format_receipt(receipt: Receipt) -> str:
         f"{n(receipt.observations, 'observation', 'observations')}, "
         f"{n(receipt.signals, 'reaction/correction', 'reactions/corrections')} and "
         f"{n(receipt.episodes, 'channel summary', 'channel summaries')} mentioning you. "
-        "My memory log keeps only that this erasure happened, not what was erased."
+        "My memory log keeps only that this erasure happened, not what was erased. "
+        "I won't learn anything new about you from now on; `!memory resume` turns learning "
+        "back on if you change your mind."
     )
 
 
@@ -87,7 +89,11 @@ def format_receipt(receipt: Receipt) -> str:
 
 
 async def erase_user(
-    session: AsyncSession, user_id: int, *, names: Iterable[str | None], own_event: str
+    session: AsyncSession,
+    user_id: int,
+    *,
+    names: Iterable[str | None],
+    own_event: str | None = None,
 ) -> Receipt:
     """Erase ``user_id`` inside the caller's transaction, through each table's owner; the
     counts. The memory store takes the person's lock first."""
@@ -108,8 +114,10 @@ async def erase_user(
         signals=await signals.delete_by_user(session, user_id),
         episodes=await episodes.delete_where(session, mentions),
         ledger_rows_redacted=erased.ledger_rows_redacted,
-        events_redacted=await inbox.redact_person(session, user_id, keep_event=own_event),
+        events_redacted=await inbox.redact_person(session, user_id, keep_event=own_event or ""),
         agent_sessions=await agent_sessions.delete_mentioning(session, mentions),
     )
     await store.record_erasure(session, user_id, Why(ACTOR, RECEIPT_REASON), asdict(receipt))
+    # They asked to be forgotten: learning about them again at once would contradict that.
+    await consent.pause(session, user_id)
     return receipt
