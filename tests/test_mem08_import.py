@@ -439,3 +439,30 @@ async def test_mem08_the_cli_imports_with_only_database_url_set(
     bad = build_sqlite(tmp_path / "bad.sqlite", skip_table="nightly_runs")
     code, _, err = await run_cli(database_url, "--sqlite", str(bad))
     assert code == 2 and "no table nightly_runs" in err and "nothing was written" in err
+
+
+async def test_mem08_imported_memories_are_private_unless_the_export_says_where(
+    sessions: SessionFactory, tmp_path: Path
+) -> None:
+    """Nothing in the original bot's export says where a memory was learned, so imported
+    memories stay in their owners' DMs; an export with a guild_id column keeps it."""
+    plain = build_sqlite(tmp_path / "plain.sqlite")
+    await import_legacy(sessions, sqlite_path=plain)
+    assert {(m.id, m.origin, m.origin_guild_id) for m in await rows_of(sessions, Memory)} == {
+        (1, "unknown", None),
+        (7, "unknown", None),
+    }
+
+    with_guild = tmp_path / "with_guild.sqlite"
+    build_sqlite(with_guild)
+    with sqlite3.connect(with_guild) as conn:
+        conn.execute("ALTER TABLE memories ADD COLUMN guild_id")
+        conn.execute("ALTER TABLE memories ADD COLUMN origin")
+        conn.execute("UPDATE memories SET id = id + 100")
+        conn.execute("UPDATE memories SET guild_id = '777' WHERE id = 101")
+        conn.execute("UPDATE memories SET origin = 'dm' WHERE id = 107")
+        conn.execute("DELETE FROM memory_log")
+    conn.close()
+    await import_legacy(sessions, sqlite_path=with_guild)
+    origins = {m.id: (m.origin, m.origin_guild_id) for m in await rows_of(sessions, Memory)}
+    assert origins[101] == ("guild", 777) and origins[107] == ("dm", None)
