@@ -21,7 +21,7 @@ from app.kit.arqueue import create_queue
 from app.kit.clock import jst_day, utcnow
 from app.kit.queue import JobQueue
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs

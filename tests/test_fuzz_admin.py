@@ -34,7 +34,7 @@ from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
 from app.main import create_app
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.models.nightly import NightlyRun
 from tests.support.servers import serve
 

@@ -16,8 +16,8 @@ from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import rollback_run
-from app.memory.store import Why
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message

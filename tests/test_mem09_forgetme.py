@@ -17,8 +17,8 @@ from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.inbound.frames import MessageCreate
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import rollback_run
-from app.memory.store import Why
 from app.models import Base
 from app.models.agent import AgentSession
 from app.models.inbox import InboxEvent

@@ -13,7 +13,7 @@ from alembic.config import Config
 
 from alembic import command
 from app.channel.exchange import DM, Place
-from app.memory.store import ANY, DM_ONLY, UNKNOWN, Origin
+from app.memory.records import ANY, DM_ONLY, UNKNOWN, Origin
 from tests.conftest import DB_NAME, PG_HOST, PG_USER
 
 A, B = Place(500), Place(600)

@@ -17,7 +17,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.prompts import MAX_FACT_CHARS, parse_written, render_marked
-from app.memory.store import MemoryRecord
+from app.memory.records import MemoryRecord
 from app.memory.write_path import run_write_path
 from tests.support.memory_env import MemoryEnv, exchange, fact, memory_env
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from app.channel.exchange import Place
 from app.db import SessionFactory
 from app.memory.recall import recall_for_prompt, render_memory_block
-from app.memory.store import MemoryRecord
+from app.memory.records import MemoryRecord
 from tests.support.memory_env import add_memory, ledger_rows
 
 ALICE, BOB, CAROL = 11, 22, 33

@@ -15,9 +15,9 @@ from sqlalchemy import select, text
 from app.db import SessionFactory, unit_of_work
 from app.kit.locks import try_xact_lock
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import AlreadyRolledBack, RunNotFound, rollback_run
 from app.memory.runs import RUN_LOCK
-from app.memory.store import Why
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from app.memory.records import UNKNOWN, MemoryRecord
 from app.memory.rollback import (
     DeleteOp,
     LogEntry,
@@ -13,7 +14,6 @@ from app.memory.rollback import (
     Skip,
     plan_rollback,
 )
-from app.memory.store import UNKNOWN, MemoryRecord
 
 ALICE, BOB = 11, 22
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

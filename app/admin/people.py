@@ -25,7 +25,7 @@ from app.admin.schemas import (
 from app.commands.render import jump_link
 from app.db import SessionFactory, unit_of_work
 from app.memory import store
-from app.memory.store import LedgerRow, MemoryRecord, SourceMessage, Why
+from app.memory.records import LedgerRow, MemoryRecord, SourceMessage, Why
 from app.privacy.erasure import erase_user
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)

@@ -20,8 +20,8 @@ from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
 from app.kit.clock import utcnow
-from app.memory import consent, store
-from app.memory.store import Why
+from app.memory import consent, records, store
+from app.memory.records import Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ async def memory_export(services: Services, asker: Asker) -> None:
 
 def export_json(
     user_id: int,
-    kept: store.Profile,
+    kept: records.Profile,
     paused: datetime | None,
     *,
     now: datetime,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from app.memory.store import LedgerRow, MemoryRecord, Origin, Provenance, SourceMessage
+from app.memory.records import LedgerRow, MemoryRecord, Origin, Provenance, SourceMessage
 
 PREVIEW_CHARS = 80
 NO_MEMORIES = "I don't have any memories about you."

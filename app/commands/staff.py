@@ -16,7 +16,7 @@ from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.services import Services
 from app.structured import pins
 

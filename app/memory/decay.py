@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import unit_of_work
 from app.decision.vocabulary import STALE_OPTIONS, Question
 from app.memory import store
-from app.memory.store import MemoryRecord, Why
+from app.memory.records import MemoryRecord, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)

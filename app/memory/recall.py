@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
 from app.memory import store
-from app.memory.store import MemoryRecord, Why
+from app.memory.records import MemoryRecord, Why
 
 
 async def recall_for_prompt(

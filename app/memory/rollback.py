@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory
 from app.kit.clock import utcnow
-from app.memory import runs, store
-from app.memory.store import LogEntry, MemoryRecord, Why, recorded_content
+from app.memory import records, runs, store
+from app.memory.records import LogEntry, MemoryRecord, Why, recorded_content
 
 UNDOABLE = store.UNDOABLE
 
@@ -108,7 +108,7 @@ def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
     if entry.action == "delete":
         if current is not None:
             return "the id exists again"
-        restored = store.decode(memory_id, entry.user_id, entry.before)
+        restored = records.decode(memory_id, entry.user_id, entry.before)
         return ReinsertOp(restored) if restored else "no before state recorded"
     if current is None:
         return "deleted after the run"
@@ -116,7 +116,7 @@ def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
         return "changed after the run"
     if entry.action == "add":
         return DeleteOp(current)
-    recorded = store.decode(memory_id, entry.user_id, entry.before)
+    recorded = records.decode(memory_id, entry.user_id, entry.before)
     if recorded is None:
         return "no before state recorded"
     updated_at = recorded.updated_at or current.updated_at

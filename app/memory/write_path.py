@@ -26,7 +26,7 @@ from app.memory.prompts import (
     writer_request,
     writer_system,
 )
-from app.memory.store import MemoryRecord, SourceMessage, Why
+from app.memory.records import MemoryRecord, SourceMessage, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)

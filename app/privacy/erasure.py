@@ -19,7 +19,7 @@ from app.channel import log as channel_log
 from app.channel import signals
 from app.inbound import inbox
 from app.memory import consent, store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.structured import episodes, observations
 
 ACTOR = "forgetme"
