@@ -121,6 +121,7 @@ class Settings(BaseSettings):
     memory_learn_from: LearnFrom = LearnFrom.EVERYONE
     memory_learn_addressed_days: PositiveInt = 30
     memory_retention_days: PositiveInt | None = None
+    ledger_content_days: PositiveInt | None = None
     memory_consolidate_every: PositiveInt = 20
     memory_episodes_per_channel: PositiveInt = 10
 
@@ -149,6 +150,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "memory_retention_days",
+        "ledger_content_days",
         "discord_bot_user_id",
         "discord_gateway_url",
         "discord_bot_token",

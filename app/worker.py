@@ -23,6 +23,7 @@ from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
+from app.memory.ledger_retention import redact_old_ledger_content
 from app.nightly import run as nightly
 from app.services import Services
 from app.structured.consolidation import JOB_NAME as CONSOLIDATE
@@ -116,7 +117,13 @@ async def sweep(ctx: dict[str, Any]) -> None:
 
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
-    await prune_inbox(_services(ctx).sessions)
+    """04:30 JST: the de-duplication window, then (when LEDGER_CONTENT_DAYS is set) the
+    ledger's old memory text."""
+    services = _services(ctx)
+    await prune_inbox(services.sessions)
+    await redact_old_ledger_content(
+        services.sessions, days=services.settings.ledger_content_days, now=utcnow()
+    )
 
 
 class _RedisOnly(BaseSettings):

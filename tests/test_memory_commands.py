@@ -124,7 +124,9 @@ async def test_someone_elses_id_and_an_unknown_id_get_the_same_answer(env: Memor
     assert "peanuts" not in for_bobs
 
 
-async def test_forget_all_deletes_every_own_memory_and_logs_each(env: MemoryEnv) -> None:
+async def test_forget_all_deletes_every_own_memory_logs_each_and_that_she_asked(
+    env: MemoryEnv,
+) -> None:
     ids = [await add_memory(env.sessions, ALICE, f"Alice fact {n}.") for n in range(3)]
     bobs = await add_memory(env.sessions, BOB, "Bob plays go.")
 
@@ -132,18 +134,29 @@ async def test_forget_all_deletes_every_own_memory_and_logs_each(env: MemoryEnv)
 
     assert await memories_of(env.sessions, ALICE) == {}
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob plays go."}
-    rows = await ledger_rows(env.sessions)
+    *rows, asked = await ledger_rows(env.sessions)
     assert [(r.action, r.actor, r.memory_id) for r in rows] == [
         ("delete", "command", i) for i in ids
     ]
     assert [r.before["content"] for r in rows] == [f"Alice fact {n}." for n in range(3)]
+    # One more row for the person: what keeps a later rollback from restoring anything.
+    assert (asked.action, asked.actor, asked.memory_id, asked.user_id) == (
+        "delete",
+        "command",
+        None,
+        ALICE,
+    )
+    assert asked.after == {"forgot_all": 3}
     [(answer, _)] = channel_replies(env)
     assert "3" in answer
 
 
-async def test_forget_all_with_nothing_to_forget_says_so(env: MemoryEnv) -> None:
+async def test_forget_all_with_nothing_to_forget_says_so_and_still_records_she_asked(
+    env: MemoryEnv,
+) -> None:
     await memory_forget_all(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     [(answer, _)] = channel_replies(env)
     assert "no memories" in answer
-    assert await ledger_rows(env.sessions) == []
+    [asked] = await ledger_rows(env.sessions)
+    assert (asked.memory_id, asked.user_id, asked.after) == (None, ALICE, {"forgot_all": 0})

@@ -166,7 +166,7 @@ async def test_a_memory_forgotten_after_the_run_is_not_resurrected(
     result = await rollback_run(sessions, run, dry_run=False)
 
     assert result.plan.deleted == [] and result.plan.restored == []
-    assert {s.reason for s in result.plan.skipped} == {"deleted after the run"}
+    assert {s.reason for s in result.plan.skipped} == {"deleted after the run by its owner"}
     assert await contents(sessions) == {}
 
 

@@ -13,6 +13,7 @@ from app.admin.schemas import (
     AUTH_ERRORS,
     AlreadyRanBody,
     AlreadyRolledBackBody,
+    ContentRedactedBody,
     ErrorBody,
     NightlyRunBody,
     NightlyStartedBody,
@@ -27,7 +28,13 @@ from app.db import SessionFactory
 from app.kit.clock import utcnow
 from app.kit.queue import JobQueue
 from app.memory import runs
-from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
+from app.memory.rollback import (
+    AlreadyRolledBack,
+    ContentRedacted,
+    RollbackResult,
+    RunNotFound,
+    rollback_run,
+)
 from app.nightly.run import AlreadyRan, start_nightly_run
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
@@ -57,6 +64,11 @@ def _report(result: RollbackResult) -> RollbackReport:
     responses={
         404: {"model": ErrorBody, "description": "no such run (or no run yet)"},
         409: {"model": AlreadyRolledBackBody, "description": "the run is already rolled back"},
+        410: {
+            "model": ContentRedactedBody,
+            "description": "the run's ledger text was removed by LEDGER_CONTENT_DAYS: refused, "
+            "nothing changed",
+        },
     },
     summary="Undo a nightly run (the latest when no runId is given)",
 )
@@ -71,6 +83,9 @@ async def rollback(
     except AlreadyRolledBack as exc:
         conflict = AlreadyRolledBackBody(run_id=exc.run_id)
         return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+    except ContentRedacted as exc:
+        gone = ContentRedactedBody(run_id=exc.run_id)
+        return JSONResponse(gone.model_dump(by_alias=True), status.HTTP_410_GONE)
     return _report(result)
 
 

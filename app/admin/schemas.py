@@ -41,6 +41,14 @@ class RollbackReport(CamelModel):
     skipped: list[SkippedChange] = Field(description="changes left alone, with the reason")
 
 
+class ContentRedactedBody(CamelModel):
+    content_redacted: Literal[True] = True
+    run_id: int
+    detail: str = (
+        "the run's ledger text is past LEDGER_CONTENT_DAYS and was removed: it cannot be undone"
+    )
+
+
 class AlreadyRolledBackBody(CamelModel):
     already_rolled_back: Literal[True] = True
     run_id: int

@@ -38,6 +38,7 @@ DM_SENT = "I've sent you a DM with what I remember about you."
 WHY_SENT = "I've sent you a DM with where that memory came from."
 EXPORT_SENT = "I've sent you a DM with everything I keep about you, as a JSON file."
 FORGET_ALL_NONE = "I had no memories about you to forget."
+FORGET_ALL = "!memory forget all"
 PAUSED = (
     "Paused: I won't learn anything new about you until you say `!memory resume`. "
     "I still use what I already remember; `!memory forget all` removes it."
@@ -196,7 +197,7 @@ async def memory_forget(services: Services, asker: Asker, memory_id: int) -> Non
 async def memory_forget_all(services: Services, asker: Asker) -> None:
     """Delete every memory the asker has, each delete logged with its before state."""
     async with unit_of_work(services.sessions) as session:
-        gone = await store.delete_owned_by(session, asker.user_id, Why(ACTOR, "!memory forget all"))
+        gone = await store.forget_everything(session, asker.user_id, Why(ACTOR, FORGET_ALL))
     text = (
         FORGET_ALL_NONE
         if not gone

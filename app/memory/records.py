@@ -3,8 +3,8 @@ records, with no database in sight (pure, tested without one)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -127,6 +127,35 @@ class Profile:
     memories: list[MemoryRecord]
     sources: dict[int, list[SourceMessage]]
     ledger: list[LedgerRow]  # oldest first, reads included
+
+
+@dataclass(frozen=True, slots=True)
+class Forgetting:
+    """One ledger row that forgot something: its id (to order it against a run's changes)
+    and why, in words a rollback report gives."""
+
+    ledger_id: int
+    reason: str
+    whenever: bool = False  # holds whatever the order (retention: the text is gone)
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """Everything forgotten that touches a run's memories: per memory (its owner or staff
+    deleted it, retention expired it, an erasure removed it) and per person (they ran
+    `!memory forget all`, or were erased). Nothing here may come back."""
+
+    memories: Mapping[int, Sequence[Forgetting]] = field(default_factory=dict)
+    people: Mapping[int, Sequence[Forgetting]] = field(default_factory=dict)
+
+    def reason_for(self, entry: LogEntry) -> str | None:
+        """Why undoing ``entry`` would bring back something forgotten, or None."""
+        assert entry.memory_id is not None
+        found = [*self.memories.get(entry.memory_id, ()), *self.people.get(entry.user_id, ())]
+        for forgetting in sorted(found, key=lambda f: f.ledger_id):
+            if forgetting.whenever or forgetting.ledger_id > entry.id:
+                return forgetting.reason
+        return None
 
 
 # --- the ledger's JSON codec (the only one) -----------------------------------------------

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -32,6 +32,7 @@ class Run:
     started_at: datetime
     finished_at: datetime | None
     rolled_back_at: datetime | None
+    content_redacted_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ def _run(row: NightlyRun) -> Run:
         started_at=row.started_at,
         finished_at=row.finished_at,
         rolled_back_at=row.rolled_back_at,
+        content_redacted_at=row.content_redacted_at,
     )
 
 
@@ -144,6 +146,15 @@ async def mark_rolled_back(session: AsyncSession, run: Run, now: datetime) -> No
         errors = [*run.summary.get("errors", []), "rolled back before it finished"]
         values.update(status="failed", summary={**run.summary, "errors": errors})
     await session.execute(update(NightlyRun).where(NightlyRun.id == run.id).values(values))
+
+
+async def mark_content_redacted(session: AsyncSession, run_ids: Sequence[int]) -> None:
+    if run_ids:
+        await session.execute(
+            update(NightlyRun)
+            .where(NightlyRun.id.in_(list(run_ids)), NightlyRun.content_redacted_at.is_(None))
+            .values(content_redacted_at=func.now())
+        )
 
 
 # --- style overrides --------------------------------------------------------------------------

@@ -39,6 +39,8 @@ from app.kit.locks import lock_key
 from app.kit.sql import any_array, bump_identity
 from app.memory.records import (
     REDACTED,
+    Forgetting,
+    Forgotten,
     LedgerRow,
     LogEntry,
     MemoryRecord,
@@ -287,10 +289,12 @@ def _fresh(*where: Any) -> Any:
 async def stale_ids(session: AsyncSession, *, cutoff: datetime, limit: int) -> list[int]:
     """Ids of memories not updated since ``cutoff``, oldest first (ids only: reading their
     text is ``by_ids``, which logs it)."""
+    # Never-reviewed first, then the least recently reviewed: every stale memory is reviewed
+    # before any is reviewed twice.
     query = (
         select(Memory.id)
         .where(Memory.updated_at < cutoff)
-        .order_by(Memory.updated_at, Memory.id)
+        .order_by(Memory.reviewed_at.asc().nulls_first(), Memory.updated_at, Memory.id)
         .limit(limit)
     )
     return list((await session.scalars(query)).all())
@@ -324,6 +328,14 @@ async def profile(session: AsyncSession, user_id: int, why: Why) -> Profile:
         select(MemoryLog).where(MemoryLog.user_id == user_id).order_by(MemoryLog.id)
     )
     return Profile(memories, sources, [_ledger_row(r) for r in logged])
+
+
+async def mark_reviewed(session: AsyncSession, ids: Collection[int]) -> None:
+    """The decay review looked at these (bookkeeping, not a change of any memory's content)."""
+    if ids:
+        await session.execute(
+            update(Memory).where(Memory.id.in_(list(ids))).values(reviewed_at=func.now())
+        )
 
 
 # --- changes ----------------------------------------------------------------------------------
@@ -424,7 +436,7 @@ async def rewrite(
     row = await session.scalar(
         update(Memory)
         .where(Memory.id == expected.id)
-        .values(content=content, updated_at=func.now(), **_origin_values(origin))
+        .values(content=content, updated_at=func.now(), reviewed_at=None, **_origin_values(origin))
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
@@ -466,6 +478,15 @@ async def delete_owned_by(
     records = [_record(row) for row in rows]
     await _delete(session, records, why, redact=redact)
     return records
+
+
+async def forget_everything(session: AsyncSession, user_id: int, why: Why) -> list[MemoryRecord]:
+    """`!memory forget all`: every memory deleted and logged, and one row for the person
+    (memory_id null) saying they asked, even when nothing was left to delete, so no later
+    rollback restores a memory of theirs that an earlier night had removed."""
+    gone = await delete_owned_by(session, user_id, why)
+    await _log(session, why, "delete", user_id, None, None, {"forgot_all": len(gone)})
+    return gone
 
 
 async def _delete(
@@ -580,8 +601,18 @@ async def purge_expired(
         .with_for_update()
     )
     records = [_record(row) for row in rows]
-    await _delete(session, records, why, redact=False)
+    # Durable is not indefinite (MEM-06): the ledger keeps that it happened, not the text.
+    await _delete(session, records, why, redact=True)
     return [record.id for record in records]
+
+
+async def redact_content_before(session: AsyncSession, cutoff: datetime) -> set[int]:
+    """Ledger content retention: rows older than ``cutoff`` keep their ids, actor, action,
+    run and time, but no memory text. The runs whose rows lost their text (they can no longer
+    be rolled back)."""
+    statement = text(_REDACT.format(scope="created_at < :cutoff") + " RETURNING run_id")
+    result = await session.execute(statement, {"marker": json.dumps(REDACTED), "cutoff": cutoff})
+    return {run_id for (run_id,) in result if run_id is not None}
 
 
 # --- the ledger, read by the write path, the nightly summary and the rollback ------------
@@ -629,6 +660,45 @@ async def run_changes(
         .order_by(MemoryLog.id)
     )
     return [(int(memory_id), action, reason) for memory_id, action, reason in rows]
+
+
+FORGET_ACTORS = {
+    "command": "deleted after the run by its owner",
+    "staff": "deleted after the run by staff",
+    "forgetme": "erased after the run (!forgetme)",
+    "retention": "expired by retention",
+}
+PERSON_FORGETS = {
+    "command": "its owner ran `!memory forget all` after the run",
+    "forgetme": "its owner was erased after the run",
+}
+
+
+async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgotten:
+    """Every ledger row that forgot one of these memories, or everything of one of their
+    owners (what a rollback must never bring back)."""
+    memory_ids = {e.memory_id for e in entries if e.memory_id is not None}
+    user_ids = {e.user_id for e in entries}
+    if not memory_ids:
+        return Forgotten()
+    rows = await session.execute(
+        select(MemoryLog.id, MemoryLog.memory_id, MemoryLog.user_id, MemoryLog.actor).where(
+            MemoryLog.action == "delete",
+            MemoryLog.actor.in_(list(FORGET_ACTORS)),
+            MemoryLog.memory_id.in_(memory_ids)
+            | (MemoryLog.memory_id.is_(None) & MemoryLog.user_id.in_(user_ids)),
+        )
+    )
+    memories: dict[int, list[Forgetting]] = {}
+    people: dict[int, list[Forgetting]] = {}
+    for ledger_id, memory_id, user_id, actor in rows:
+        if memory_id is not None:
+            memories.setdefault(memory_id, []).append(
+                Forgetting(ledger_id, FORGET_ACTORS[actor], whenever=actor == "retention")
+            )
+        elif actor in PERSON_FORGETS:
+            people.setdefault(user_id, []).append(Forgetting(ledger_id, PERSON_FORGETS[actor]))
+    return Forgotten(memories, people)
 
 
 async def current_for_rollback(

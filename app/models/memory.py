@@ -14,7 +14,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, CreatedAt, Json, Snowflake
+from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
 
 SOURCES = ("self", "operator", "import")
 # Where a memory was learned, which bounds where it may be recalled: a guild (origin_guild_id),
@@ -50,6 +50,8 @@ class Memory(Base):
     origin_guild_id: Mapped[Snowflake | None]
     created_at: Mapped[CreatedAt]
     updated_at: Mapped[CreatedAt]
+    # When the nightly decay review last looked at it (reset when its text changes).
+    reviewed_at: Mapped[Timestamp | None]
 
     __table_args__ = (
         CheckConstraint(_one_of("source", SOURCES), name="source"),
