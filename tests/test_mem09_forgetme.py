@@ -30,10 +30,9 @@ from app.models.structured import Episode, Observation
 from app.privacy.erasure import (
     ACTOR,
     Receipt,
-    erasure_names,
     format_receipt,
-    mentions_any,
 )
+from app.privacy.traces import erasure_names, mentions_any
 from app.structured.retention import purge_expired
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
 from tests.support.staff_env import CHANNEL, chat_message, frame_data
@@ -265,12 +264,22 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
             {
                 "memories": 1,
                 "messages": 3,
+                "dm_messages": 0,
+                "replies_blanked": 0,
+                "mentions_removed": 0,
                 "observations": 1,
                 "signals": 2,
                 "episodes": 3,
                 "ledger_rows_redacted": 2,
-                "events_redacted": 3,
+                "others_memories_rewritten": 0,
+                # Her two frames, Bob's reply quoting her, and the `!forgetme` frame itself
+                # (its names taken out, its command kept for a retried job).
+                "events_redacted": 4,
+                "step_records": 0,
+                "diaries_blanked": 0,
+                "style_revisions_reverted": 0,
                 "agent_sessions": 1,
+                "pins_rewritten": 0,
             },
         ),
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from prometheus_client import Counter
 from sqlalchemy import (
     Text,
     any_,
+    case,
     delete,
     event,
     exists,
@@ -29,7 +30,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
@@ -534,7 +535,7 @@ async def _redact_history(session: AsyncSession, memory_ids: Sequence[int]) -> i
 
 @dataclass(frozen=True, slots=True)
 class Erased:
-    memories: int
+    memories: list[MemoryRecord]  # what was deleted (its text only to take it out elsewhere)
     ledger_rows_redacted: int
 
 
@@ -546,7 +547,76 @@ async def erase_owner(session: AsyncSession, user_id: int, why: Why) -> Erased:
         session, "user_id = :user_id AND actor <> :actor", {"user_id": user_id, "actor": why.actor}
     )
     gone = await delete_owned_by(session, user_id, why, redact=True)
-    return Erased(memories=len(gone), ledger_rows_redacted=redacted)
+    if gone:
+        await session.execute(
+            delete(MemorySource).where(MemorySource.memory_id.in_([m.id for m in gone]))
+        )
+    return Erased(memories=gone, ledger_rows_redacted=redacted)
+
+
+async def scrub_others(
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    *,
+    patterns: Sequence[str],
+    found_in: Callable[[str], bool],
+    scrub: Callable[[str], str],
+) -> int:
+    """Take an erased person out of everyone else's memories: a memory that names them is
+    rewritten without them (logged, its history's text redacted, since that text named
+    them too), and any other ledger row that names them loses its text. How many rows."""
+    if not patterns:
+        return 0
+    candidates = await session.execute(
+        select(Memory.id, Memory.user_id).where(
+            Memory.user_id != user_id,
+            Memory.content.ilike(any_(literal(list(patterns), ARRAY(Text)))),
+        )
+    )
+    owners = dict(candidates.tuples().all())
+    await lock_owners(session, owners.values())
+    changed = 0
+    for row in await session.scalars(_fresh(Memory.id.in_(owners)).with_for_update()):
+        if not found_in(row.content):
+            continue
+        await session.execute(
+            update(Memory).where(Memory.id == row.id).values(content=scrub(row.content))
+        )
+        await _redact_history(session, [row.id])
+        await _log(session, why, "update", row.user_id, row.id, dict(REDACTED), dict(REDACTED))
+        changed += 1
+    return changed + await _redact_rows_naming(session, user_id, patterns, found_in)
+
+
+async def _redact_rows_naming(
+    session: AsyncSession, user_id: int, patterns: Sequence[str], found_in: Callable[[str], bool]
+) -> int:
+    rows = await session.execute(
+        select(MemoryLog.id, MemoryLog.before, MemoryLog.after).where(
+            MemoryLog.user_id != user_id,
+            MemoryLog.action != "read",
+            func.concat(MemoryLog.before.cast(Text), MemoryLog.after.cast(Text)).ilike(
+                any_(literal(list(patterns), ARRAY(Text)))
+            ),
+        )
+    )
+    ids = [
+        row_id
+        for row_id, before, after in rows
+        if found_in(json.dumps([before, after], ensure_ascii=False))
+    ]
+    if ids:
+        marker = dict(REDACTED)
+        await session.execute(
+            update(MemoryLog)
+            .where(MemoryLog.id.in_(ids))
+            .values(
+                before=case((MemoryLog.before.is_(None), None), else_=literal(marker, JSONB)),
+                after=case((MemoryLog.after.is_(None), None), else_=literal(marker, JSONB)),
+            )
+        )
+    return len(ids)
 
 
 async def record_erasure(session: AsyncSession, user_id: int, why: Why, receipt: Any) -> None:

@@ -6,7 +6,7 @@ row filed under someone else (what MEM-09's erasure relies on)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -25,6 +25,7 @@ from app.inbound.frames import (
     ReactionRemoveAll,
     ReactionRemoveEmoji,
 )
+from app.kit.sql import rewrite_matching
 from app.models.structured import Observation
 
 EXCERPT_CHARS = 200
@@ -284,3 +285,39 @@ async def delete_by_user(session: AsyncSession, user_id: int) -> int:
         delete(Observation).where(Observation.user_id == user_id).returning(Observation.id)
     )
     return len(result.all())
+
+
+async def delete_of_messages(session: AsyncSession, message_ids: Collection[int]) -> int:
+    """Every observation of these messages (the bot's answers to an erased person)."""
+    if not message_ids:
+        return 0
+    result = await session.execute(
+        delete(Observation)
+        .where(Observation.message_id.in_(list(message_ids)))
+        .returning(Observation.id)
+    )
+    return len(result.all())
+
+
+async def delete_in_channels(session: AsyncSession, channel_ids: Collection[int]) -> int:
+    if not channel_ids:
+        return 0
+    result = await session.execute(
+        delete(Observation)
+        .where(Observation.channel_id.in_(list(channel_ids)))
+        .returning(Observation.id)
+    )
+    return len(result.all())
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+) -> int:
+    return await rewrite_matching(
+        session,
+        table="observations",
+        key="id",
+        column="content",
+        patterns=patterns,
+        rewrite=rewrite,
+    )
