@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
+from app.inbound.steps import PostedReply
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.clock import utcnow
 from app.kit.jobs import INBOX_BACKLOG, instrumented
@@ -76,13 +77,8 @@ async def remember(
     reply_message_id: int | None,
     speaker_id: int,
 ) -> None:
-    await memory_jobs.remember_after_reply(
-        _services(ctx),
-        channel_id=channel_id,
-        trigger_message_id=trigger_message_id,
-        reply_message_id=reply_message_id,
-        speaker_id=speaker_id,
-    )
+    reply = PostedReply(trigger_message_id, channel_id, speaker_id, reply_message_id)
+    await memory_jobs.remember_after_reply(_services(ctx), reply)
 
 
 @instrumented("consolidate")

@@ -3,17 +3,14 @@ of a person's memories or ledger is itself a ledger read with actor `admin`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 from sqlalchemy import select
 
-from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.models.memory import Memory, MemoryLog
-from tests.support.trust_env import ALICE, BOB, GUILD_A, World, trust_world
+from tests.support.trust_env import ALICE, BOB, GUILD_A, World
 
 PATHS = [
     ("GET", f"/users/{ALICE}/memories"),
@@ -21,14 +18,6 @@ PATHS = [
     ("GET", "/memories/1"),
     ("POST", f"/users/{ALICE}/erase"),
 ]
-
-
-@pytest.fixture
-async def world(
-    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[World]:
-    async with trust_world(settings, monkeypatch) as w:
-        yield w
 
 
 async def admin_reads(sessions: SessionFactory) -> list[MemoryLog]:

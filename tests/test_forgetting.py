@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -38,29 +37,11 @@ from tests.support.trust_env import (
     CHANNEL_A,
     GUILD_A,
     World,
+    tonight,
     trust_world,
     writer_or_reply,
 )
 from tests.support.worker import drain
-
-
-@pytest.fixture
-async def world(
-    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[World]:
-    async with trust_world(settings, monkeypatch) as w:
-        yield w
-
-
-async def night(world: World) -> dict[str, Any]:
-    """The operator starts tonight's run through the admin API; the real worker runs it."""
-    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
-        started = await api.post("/nightly/run")
-        assert started.status_code == 202, started.text
-        await drain(world.stack.settings)
-        run: dict[str, Any] = (await api.get(f"/nightly/runs/{started.json()['runId']}")).json()
-    assert run["status"] == "finished", run
-    return run
 
 
 async def rollback(world: World, run_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -87,7 +68,7 @@ async def test_forget_all_after_a_night_then_a_rollback_brings_nothing_back(
 ) -> None:
     stale = await add_memory(sessions, ALICE, "Alice had a cold last winter", age_days=45)
     world.stack.jev.answers[Question.STALE_KEEP] = "delete"
-    run = await night(world)  # 1. the night's decay deletes it
+    run = await tonight(world)  # 1. the night's decay deletes it
     assert run["summary"]["decayed"] == [stale]
 
     await world.tell(ALICE, "!memory forget all", mention=False)  # 2. nothing left to delete
@@ -113,7 +94,7 @@ async def test_forgetting_one_memory_a_night_updated_survives_the_nights_rollbac
     )
     world.stack.jev.answers[Question.MEMORY_VERDICT] = "update"
     world.stack.jev.answers[Question.ADD_MEMORY] = 0.0
-    run = await night(world)
+    run = await tonight(world)
     assert run["summary"]["updated"] == [target]
 
     await world.tell(ALICE, f"!memory forget {target}", mention=False)
@@ -128,7 +109,7 @@ async def test_a_memory_expired_by_retention_is_never_brought_back(
 ) -> None:
     async with trust_world(settings, monkeypatch, memory_retention_days=30) as world:
         expired = await add_memory(sessions, ALICE, "Alice's old phone number is 555", age_days=90)
-        run = await night(world)
+        run = await tonight(world)
         assert run["summary"]["expired"] == [expired]
         async with sessions() as session:
             [row] = await session.scalars(select(MemoryLog).where(MemoryLog.memory_id == expired))
@@ -148,7 +129,7 @@ async def test_a_forget_racing_a_rollback_still_wins(
         for n in range(5)
     ]
     world.stack.jev.answers[Question.STALE_KEEP] = "delete"
-    run = await night(world)
+    run = await tonight(world)
     assert sorted(run["summary"]["decayed"]) == stale
     await add_memory(sessions, ALICE, "Alice knits", age_days=1)
 
@@ -172,7 +153,7 @@ async def test_ledger_content_retention_redacts_old_text_and_refuses_those_rollb
 ) -> None:
     await add_memory(sessions, ALICE, "Alice had a cold last winter", age_days=45)
     world.stack.jev.answers[Question.STALE_KEEP] = "delete"
-    run = await night(world)
+    run = await tonight(world)
 
     assert await redact_old_ledger_content(sessions, days=None, now=utcnow()) == set()  # off
     later = utcnow() + timedelta(days=31)
@@ -308,7 +289,7 @@ async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
                 reply_to=told["d"],
             ),
         )
-        await night(world)  # a diary and a style revision built from all of that
+        await tonight(world)  # a diary and a style revision built from all of that
         # Before the erasure the scan finds her all over the place.
         assert {table for table, _, _ in await traces_left(sessions)} >= {
             "episodes",

@@ -5,12 +5,9 @@ jump links), export (a JSON file), and a closed DM that leaks nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
-import pytest
 from sqlalchemy import select
 
-from app.config import Settings
 from app.db import SessionFactory
 from app.models.memory import Memory, MemoryLog
 from tests.support.memory_env import add_memory
@@ -22,16 +19,7 @@ from tests.support.trust_env import (
     DM_CHANNELS,
     GUILD_A,
     World,
-    trust_world,
 )
-
-
-@pytest.fixture
-async def world(
-    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[World]:
-    async with trust_world(settings, monkeypatch) as w:
-        yield w
 
 
 async def memory_ids(sessions: SessionFactory, user_id: int) -> dict[str, int]:

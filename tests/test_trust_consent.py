@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import httpx
 import pytest
 from sqlalchemy import select
 
@@ -19,8 +18,7 @@ from app.kit.clock import utcnow
 from app.models.memory import Memory
 from tests.support.memory_env import add_message
 from tests.support.stack import BOT_ID
-from tests.support.trust_env import ADMIN, ALICE, BOB, CHANNEL_A, World, trust_world
-from tests.support.worker import drain
+from tests.support.trust_env import ALICE, BOB, CHANNEL_A, World, tonight, trust_world
 
 EVERY = 4  # MEMORY_CONSOLIDATE_EVERY for these tests
 
@@ -46,16 +44,6 @@ def asked_about(world: World, marker: str) -> list[dict[str, object]]:
 
 def model_saw(world: World, marker: str) -> bool:
     return any(marker in str(body) for body in world.stack.model.requests)
-
-
-async def run_night(world: World) -> dict[str, object]:
-    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
-        started = await api.post("/nightly/run")
-        assert started.status_code == 202, started.text
-        await drain(world.stack.settings)
-        run: dict[str, object] = (await api.get(f"/nightly/runs/{started.json()['runId']}")).json()
-    assert run["status"] == "finished", run
-    return run
 
 
 async def test_pause_stops_the_reply_path_but_replies_still_remember(
@@ -113,7 +101,7 @@ async def test_pause_stops_the_nightly_run_from_learning_about_her(
             at=now - timedelta(hours=3, minutes=-n),
         )
 
-    await run_night(world)
+    await tonight(world)
 
     assert asked_about(world, "falconry") == []
     assert asked_about(world, "chess")
@@ -162,7 +150,7 @@ async def test_learning_only_from_people_who_addressed_the_bot_lately(
                 at=now - timedelta(hours=2),
             )
 
-        await run_night(world)
+        await tonight(world)
 
         assert asked_about(world, "bob started woodworking")
         assert asked_about(world, "alice started woodworking") == []

@@ -62,18 +62,7 @@ def _memory(record: MemoryRecord, sources: list[SourceMessage]) -> MemoryBody:
 
 
 def _row(row: LedgerRow) -> LedgerRowBody:
-    return LedgerRowBody(
-        id=row.id,
-        memory_id=row.memory_id,
-        user_id=str(row.user_id),
-        actor=row.actor,
-        action=row.action,
-        reason=row.reason,
-        before=row.before,
-        after=row.after,
-        run_id=row.run_id,
-        created_at=row.created_at,
-    )
+    return LedgerRowBody.model_validate({**asdict(row), "user_id": str(row.user_id)})
 
 
 @router.get(

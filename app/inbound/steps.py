@@ -62,7 +62,7 @@ class PostedReply:
     trigger_message_id: int
     channel_id: int
     speaker_id: int
-    reply_message_id: int
+    reply_message_id: int | None
 
 
 # Replies posted (not apologies) between a day and ``grace`` ago with no `remembered` step.

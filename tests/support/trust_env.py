@@ -19,6 +19,7 @@ from app.config import Settings
 from app.decision.vocabulary import Question
 from tests.support.frames import message_create, next_id
 from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.worker import drain
 
 ALICE, BOB, CAROL = 2001, 2002, 2003
 NAMES = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
@@ -105,3 +106,14 @@ async def trust_world(
         stack.jev.answers[Question.WORTH_KEEPING] = 0.9
         stack.jev.answers[Question.ADD_MEMORY] = 0.9
         yield World(stack)
+
+
+async def tonight(world: World) -> dict[str, Any]:
+    """The operator starts tonight's run through the admin API; the real worker runs it."""
+    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
+        started = await api.post("/nightly/run")
+        assert started.status_code == 202, started.text
+        await drain(world.stack.settings)
+        run: dict[str, Any] = (await api.get(f"/nightly/runs/{started.json()['runId']}")).json()
+    assert run["status"] == "finished", run
+    return run
