@@ -118,3 +118,28 @@ async def test_each_memory_links_the_messages_it_was_learned_from(
         GUILD_A,
     )
     assert source.trigger == f"reply:{told['d']['id']}"
+
+
+async def test_staff_of_one_guild_see_and_forget_only_what_was_learned_there(
+    world: World, sessions: SessionFactory
+) -> None:
+    await world.tell(ALICE, DM_SECRET, guild=None)
+    await world.tell(ALICE, GUILD_A_FACT)
+    staff = world.stack.settings.model_copy(update={"staff_user_ids": [BOB]})
+    world.stack.settings = staff  # staff are checked by the worker, which reads these
+    dm_memory = next(
+        memory_id for text, memory_id in (await ids_by_text(sessions)).items() if "biopsy" in text
+    )
+
+    await world.tell(BOB, f"!bot memory {ALICE}", mention=False)
+    await world.tell(BOB, f"!bot forget-fact {dm_memory}", mention=False)
+
+    listing = world.dm_text(BOB)
+    assert GUILD_A_FACT in listing and DM_SECRET not in listing
+    assert "No memory with id" in world.channel_texts(CHANNEL_A)[-1]
+    assert dm_memory in (await ids_by_text(sessions)).values()
+
+
+async def ids_by_text(sessions: SessionFactory) -> dict[str, int]:
+    async with sessions() as session:
+        return {m.content: m.id for m in await session.scalars(select(Memory))}

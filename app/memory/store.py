@@ -193,9 +193,11 @@ async def recent(
     return records
 
 
-async def count(session: AsyncSession, user_id: int) -> int:
-    """How many memories the person has (a number, not a read of any memory)."""
-    total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
+async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:
+    """How many of the person's memories may surface in ``place`` (a number, not a read)."""
+    total = await session.scalar(
+        select(func.count()).where(Memory.user_id == user_id, _visible_in(place))
+    )
     return int(total or 0)
 
 
@@ -455,14 +457,16 @@ async def delete_one(
     *,
     owner: int | None = None,
     expected: MemoryRecord | None = None,
+    visible_in: Place | None = None,
     redact: bool = False,
 ) -> MemoryRecord | None:
-    """Delete one memory and log it; None when it is gone, is not ``owner``'s, or changed
-    since ``expected``. The ledger keeps the before state unless ``redact``."""
+    """Delete one memory and log it; None when it is gone, is not ``owner``'s, may not
+    surface in ``visible_in``, or changed since ``expected``. The ledger keeps the before
+    state unless ``redact``."""
     if owner is None and expected is not None:
         owner = expected.user_id
     current = await _locked_current(session, memory_id, owner)
-    if current is None:
+    if current is None or (visible_in is not None and not current.origin.visible_in(visible_in)):
         return None
     if expected is not None and not unchanged(current, expected):
         return None
