@@ -36,6 +36,13 @@ class RecallScope(StrEnum):
     PARTICIPANTS = "participants"
 
 
+class LearnFrom(StrEnum):
+    """Whom the nightly run and channel consolidation may learn about."""
+
+    EVERYONE = "everyone"  # seed 000: everyone who spoke
+    ADDRESSED = "addressed"  # only people who addressed the bot lately
+
+
 def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
@@ -111,7 +118,10 @@ class Settings(BaseSettings):
 
     memory_enabled: bool = True
     memory_recall_scope: RecallScope = RecallScope.SPEAKER
+    memory_learn_from: LearnFrom = LearnFrom.EVERYONE
+    memory_learn_addressed_days: PositiveInt = 30
     memory_retention_days: PositiveInt | None = None
+    ledger_content_days: PositiveInt | None = None
     memory_consolidate_every: PositiveInt = 20
     memory_episodes_per_channel: PositiveInt = 10
 
@@ -140,6 +150,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "memory_retention_days",
+        "ledger_content_days",
         "discord_bot_user_id",
         "discord_gateway_url",
         "discord_bot_token",

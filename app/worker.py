@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
 from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
+from app.inbound.steps import PostedReply
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.arqworker import adopt_worker
 from app.kit.clock import utcnow
@@ -26,6 +27,7 @@ from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
+from app.memory.ledger_retention import redact_old_ledger_content
 from app.nightly import run as nightly
 from app.services import Services
 from app.structured.consolidation import JOB_NAME as CONSOLIDATE
@@ -82,13 +84,8 @@ async def remember(
     reply_message_id: int | None,
     speaker_id: int,
 ) -> None:
-    await memory_jobs.remember_after_reply(
-        _services(ctx),
-        channel_id=channel_id,
-        trigger_message_id=trigger_message_id,
-        reply_message_id=reply_message_id,
-        speaker_id=speaker_id,
-    )
+    reply = PostedReply(trigger_message_id, channel_id, speaker_id, reply_message_id)
+    await memory_jobs.remember_after_reply(_services(ctx), reply)
 
 
 @instrumented("consolidate")
@@ -123,7 +120,13 @@ async def sweep(ctx: dict[str, Any]) -> None:
 
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
-    await prune_inbox(_services(ctx).sessions)
+    """04:30 JST: the de-duplication window, then (when LEDGER_CONTENT_DAYS is set) the
+    ledger's old memory text."""
+    services = _services(ctx)
+    await prune_inbox(services.sessions)
+    await redact_old_ledger_content(
+        services.sessions, days=services.settings.ledger_content_days, now=utcnow()
+    )
 
 
 class _ArqSettings(BaseSettings):

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.channel.log import recent_messages
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database
 
 DB = bench_db("_context")

@@ -20,6 +20,7 @@ from alembic import command
 from app.config import Settings
 from app.db import SessionFactory, create_engine, create_session_factory
 from app.models import Base
+from tests.support.trust_env import World, trust_world
 
 PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
 PG_USER = os.environ.get("TEST_PG_USER", "postgres")
@@ -88,3 +89,12 @@ async def redis() -> AsyncIterator[Redis]:
     yield client
     await client.flushdb()
     await client.aclose()
+
+
+@pytest.fixture
+async def world(
+    settings: Settings, sessions: SessionFactory, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[World]:
+    """The whole stack for the privacy tests (tests/support/trust_env.py)."""
+    async with trust_world(settings, monkeypatch) as running:
+        yield running

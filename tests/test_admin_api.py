@@ -21,7 +21,7 @@ from app.kit.arqueue import create_queue
 from app.kit.clock import jst_day, utcnow
 from app.kit.queue import JobQueue
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
@@ -80,7 +80,9 @@ async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -
 
 async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
     async with unit_of_work(sessions) as session:
-        memory = await store.add(session, ALICE, content, Why("nightly", "test", run_id=run_id))
+        memory = await store.add(
+            session, ALICE, content, Why("nightly", "test", run_id=run_id), learned_in=None
+        )
         return memory.id
 
 

@@ -22,7 +22,7 @@ from app.agent.sandbox.docker import (
     Limits,
     container_spec,
 )
-from app.kit.logs import log_context
+from app.kit.logs import log_context, record_fields
 from tests.support.servers import serve
 
 IMAGE = "debian:bookworm-slim"
@@ -414,6 +414,6 @@ async def test_sandbox_logs_inside_a_task_log_context_at_info_level(
             await sandbox.run(62, "true", 60)
 
     assert first.exit_code == 0
-    events = [(r.getMessage(), r.__dict__.get("channel_id")) for r in caplog.records]
+    events = [(r.getMessage(), record_fields(r).get("channel_id")) for r in caplog.records]
     assert ("sandbox started", 61) in events
     assert ("sandbox cap reached", 62) in events

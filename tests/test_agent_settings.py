@@ -10,7 +10,7 @@ from app.config import SandboxBackend, SettingsError, load_settings
 
 REQUIRED = {
     "DATABASE_URL": "postgresql+asyncpg://u:db-password-123@h/db",
-    "GATEWAY_TOKEN": "gateway-secret-456",
+    "GATEWAY_TOKEN": "gateway-secret-456-k3J9q2Lr7vXw0Zt5Nb8Yc1",
 }
 
 
@@ -49,7 +49,7 @@ def test_the_local_backend_alone_is_refused_naming_the_flag_without_values(
 
     message = str(failure.value)
     assert "SANDBOX_LOCAL_UNSAFE" in message
-    for value in ("db-password-123", "gateway-secret-456", "private-root-789"):
+    for value in ("db-password-123", "gateway-secret-456-k3J9", "private-root-789"):
         assert value not in message
 
 

@@ -19,15 +19,24 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def declared() -> dict[str, Requirement]:
+def declared(extra: str | None = None) -> dict[str, Requirement]:
+    """The project's dependencies (plus one optional extra's, when named)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = (Requirement(line) for line in project["dependencies"])
+    lines = [*project["dependencies"], *project["optional-dependencies"].get(extra or "", [])]
+    requirements = (Requirement(line) for line in lines)
     return {canonical(r.name): r for r in requirements}
 
 
-def imported_modules() -> set[str]:
+# Code that only runs with an optional extra installed: `python -m app dev` (the `local`
+# extra). Everything else must run on the base dependencies the image installs.
+EXTRA_ONLY = {"local": ROOT / "app" / "dev"}
+
+
+def imported_modules(*, under: Path | None = None, skip: Path | None = None) -> set[str]:
     modules = set()
-    for path in (ROOT / "app").rglob("*.py"):
+    for path in (under or ROOT / "app").rglob("*.py"):
+        if skip is not None and path.is_relative_to(skip):
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules |= {alias.name.split(".")[0] for alias in node.names}
@@ -36,15 +45,23 @@ def imported_modules() -> set[str]:
     return modules - set(sys.stdlib_module_names) - {"app", "__future__"}
 
 
-def test_every_distribution_app_imports_is_declared() -> None:
+def undeclared(modules: set[str], names: dict[str, Requirement]) -> dict[str, object]:
     owners = packages_distributions()
-    names = declared()
-    undeclared = {
+    return {
         module: owners.get(module)
-        for module in imported_modules()
+        for module in modules
         if not any(canonical(dist) in names for dist in owners.get(module, []))
     }
-    assert undeclared == {}
+
+
+def test_every_distribution_app_imports_is_declared() -> None:
+    base = imported_modules(skip=EXTRA_ONLY["local"])
+    assert undeclared(base, declared()) == {}
+
+
+def test_the_dev_stack_imports_only_the_base_and_its_extra() -> None:
+    dev = imported_modules(under=EXTRA_ONLY["local"])
+    assert undeclared(dev, declared("local")) == {}
 
 
 def test_the_lock_pins_every_declared_distribution_within_its_bounds() -> None:

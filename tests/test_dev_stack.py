@@ -139,7 +139,9 @@ def test_a_nightly_run_learns_from_an_unaddressed_message_and_rolls_back(
     run = _finished_run(playground, run_id)
     assert run["status"] == "finished", run
     listing = memories_shown(playground, "Bob", want="Bob is training for a marathon.", gone=None)
-    marathon_id = int(listing.split("` Bob is training")[0].rsplit("`", 1)[1])
+    # Each listed memory reads "`<id>` · <where it was learned> · <note>".
+    line = next(row for row in listing.splitlines() if "Bob is training" in row)
+    marathon_id = int(line.split("`")[1])
     assert marathon_id in run["summary"]["added"]
 
     dry = playground.admin("POST", "/memory/rollback", {"runId": run_id, "dryRun": True})

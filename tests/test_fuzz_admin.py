@@ -34,7 +34,7 @@ from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
 from app.main import create_app
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.models.nightly import NightlyRun
 from tests.support.servers import serve
 
@@ -44,6 +44,10 @@ ADMIN_OPERATIONS = {
     "POST /nightly/run",
     "GET /nightly/runs",
     "GET /nightly/runs/{run_id}",
+    "GET /users/{user_id}/memories",
+    "GET /users/{user_id}/memory-log",
+    "GET /memories/{memory_id}",
+    "POST /users/{user_id}/erase",
 }
 # What an admin request may change, fingerprinted row by row.
 TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins"]
@@ -96,7 +100,9 @@ async def seed(sessions: SessionFactory) -> None:
         )
         session.add(run)
         await session.flush()
-        await store.add(session, 11, "likes tea", Why("nightly", "seed", run_id=run.id))
+        await store.add(
+            session, 11, "likes tea", Why("nightly", "seed", run_id=run.id), learned_in=None
+        )
 
 
 @pytest.fixture

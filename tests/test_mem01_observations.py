@@ -111,7 +111,9 @@ async def route(sessions: SessionFactory, ev: Event, *, active: bool = True) -> 
                 await observe_edit(session, data, ev.dedupe_id, active=active)
             case MessageDelete() | MessageDeleteBulk():
                 ids = [data.id] if isinstance(data, MessageDelete) else data.ids
-                await observe_deletes(session, data.channel_id, ids, ev.dedupe_id, active=active)
+                await observe_deletes(
+                    session, data.channel_id, data.guild_id, ids, ev.dedupe_id, active=active
+                )
             case ReactionAdd() | ReactionRemove() | ReactionRemoveAll() | ReactionRemoveEmoji():
                 await observe_reaction(
                     session, ev.type, data, ev.dedupe_id, active=active, bot_user_id=BOT_ID
@@ -157,6 +159,7 @@ async def test_mem01_each_event_kind_becomes_one_observation_row(
             session,
             message_id=201,
             channel_id=CHANNEL,
+            guild_id=None,
             bot_user_id=BOT_ID,
             content="Congratulations on Pochi!",
             event_id="bot:201",
@@ -193,6 +196,7 @@ async def test_mem01_replayed_events_insert_once(sessions: SessionFactory) -> No
                 session,
                 message_id=201,
                 channel_id=CHANNEL,
+                guild_id=None,
                 bot_user_id=BOT_ID,
                 content="hi",
                 event_id="bot:201",

@@ -15,6 +15,7 @@ import pytest
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.inbound.steps import PostedReply
 from app.memory.jobs import remember_after_reply
 from app.nightly.run import nightly_step, start_nightly_run
 from app.structured.consolidation import consolidate_channel
@@ -88,9 +89,7 @@ async def test_mem03_per_reply_path_never_stores_bobs_gossip(
 ) -> None:
     await conversation(env.sessions, alice_present=alice_present)
 
-    outcome = await remember_after_reply(
-        env.services, channel_id=CHANNEL, trigger_message_id=3, reply_message_id=4, speaker_id=BOB
-    )
+    outcome = await remember_after_reply(env.services, PostedReply(3, CHANNEL, BOB, 4))
 
     assert outcome.discarded == ["Alice likes sushi."]
     assert await all_memories(env.sessions) == []  # not Alice's, and not Bob's either

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from app.channel.exchange import Place
 from app.config import RecallScope, Settings
 from app.db import SessionFactory, unit_of_work
 from app.models.memory import MemoryLog
@@ -59,6 +60,7 @@ async def recall(
             session,
             settings,
             channel_id=CHANNEL,
+            place=Place(1),
             speaker_id=ALICE,
             names=NAMES,
             participant_ids=participants,

@@ -16,8 +16,8 @@ from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import rollback_run
-from app.memory.store import Why
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
@@ -211,7 +211,9 @@ async def test_mem08_new_rows_after_an_import_get_fresh_ids(
     await import_legacy(sessions, sqlite_path=legacy[0])
 
     async with unit_of_work(sessions) as session:
-        memory = await store.add(session, ALICE, "New fact", Why("command", "test"))
+        memory = await store.add(
+            session, ALICE, "New fact", Why("command", "test"), learned_in=None
+        )
         signal = Signal(message_id=1, user_id=ALICE, kind="reaction", value="🎉")
         session.add(signal)
         await session.flush()
@@ -261,7 +263,7 @@ async def test_mem08_dry_run_reports_the_counts_and_writes_nothing(
     assert "would insert 3" in report.render()
     assert await snapshot(sessions) == empty
     async with unit_of_work(sessions) as session:  # not even the id sequences moved
-        memory = await store.add(session, ALICE, "x", Why("command", "test"))
+        memory = await store.add(session, ALICE, "x", Why("command", "test"), learned_in=None)
     assert memory.id == 1
 
 
@@ -437,3 +439,30 @@ async def test_mem08_the_cli_imports_with_only_database_url_set(
     bad = build_sqlite(tmp_path / "bad.sqlite", skip_table="nightly_runs")
     code, _, err = await run_cli(database_url, "--sqlite", str(bad))
     assert code == 2 and "no table nightly_runs" in err and "nothing was written" in err
+
+
+async def test_mem08_imported_memories_are_private_unless_the_export_says_where(
+    sessions: SessionFactory, tmp_path: Path
+) -> None:
+    """Nothing in the original bot's export says where a memory was learned, so imported
+    memories stay in their owners' DMs; an export with a guild_id column keeps it."""
+    plain = build_sqlite(tmp_path / "plain.sqlite")
+    await import_legacy(sessions, sqlite_path=plain)
+    assert {(m.id, m.origin, m.origin_guild_id) for m in await rows_of(sessions, Memory)} == {
+        (1, "unknown", None),
+        (7, "unknown", None),
+    }
+
+    with_guild = tmp_path / "with_guild.sqlite"
+    build_sqlite(with_guild)
+    with sqlite3.connect(with_guild) as conn:
+        conn.execute("ALTER TABLE memories ADD COLUMN guild_id")
+        conn.execute("ALTER TABLE memories ADD COLUMN origin")
+        conn.execute("UPDATE memories SET id = id + 100")
+        conn.execute("UPDATE memories SET guild_id = '777' WHERE id = 101")
+        conn.execute("UPDATE memories SET origin = 'dm' WHERE id = 107")
+        conn.execute("DELETE FROM memory_log")
+    conn.close()
+    await import_legacy(sessions, sqlite_path=with_guild)
+    origins = {m.id: (m.origin, m.origin_guild_id) for m in await rows_of(sessions, Memory)}
+    assert origins[101] == ("guild", 777) and origins[107] == ("dm", None)

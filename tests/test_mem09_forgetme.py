@@ -11,14 +11,14 @@ from sqlalchemy import ColumnElement, func, select, text
 
 from app.channel import log as channel_log
 from app.commands.dispatch import handle_command
-from app.commands.memory import memory_forget
+from app.commands.memory import Asker, memory_forget
 from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.inbound.frames import MessageCreate
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import rollback_run
-from app.memory.store import Why
 from app.models import Base
 from app.models.agent import AgentSession
 from app.models.inbox import InboxEvent
@@ -30,10 +30,9 @@ from app.models.structured import Episode, Observation
 from app.privacy.erasure import (
     ACTOR,
     Receipt,
-    erasure_names,
     format_receipt,
-    mentions_any,
 )
+from app.privacy.traces import erasure_names, mentions_any
 from app.structured.retention import purge_expired
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
 from tests.support.staff_env import CHANNEL, chat_message, frame_data
@@ -104,10 +103,14 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
     )
     extracted = Why("extraction", "write path")
     async with unit_of_work(s) as session:
-        bread = (await store.add(session, ALICE, "Bakes sourdough on Sundays", extracted)).id
+        bread = (
+            await store.add(
+                session, ALICE, "Bakes sourdough on Sundays", extracted, learned_in=None
+            )
+        ).id
     pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
     async with unit_of_work(s) as session:
-        stamps = (await store.add(session, BOB, "Collects stamps", extracted)).id
+        stamps = (await store.add(session, BOB, "Collects stamps", extracted, learned_in=None)).id
         await store.recent(session, ALICE, Why("reply", "recall"))
         session.add_all(
             [
@@ -152,9 +155,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
-    await memory_forget(
-        env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=1004, memory_id=pet
-    )
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, 1004), pet)
     return {"bread": bread, "pet": pet, "stamps": stamps}
 
 
@@ -263,12 +264,22 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
             {
                 "memories": 1,
                 "messages": 3,
+                "dm_messages": 0,
+                "replies_blanked": 0,
+                "mentions_removed": 0,
                 "observations": 1,
                 "signals": 2,
                 "episodes": 3,
                 "ledger_rows_redacted": 2,
-                "events_redacted": 3,
+                "others_memories_rewritten": 0,
+                # Her two frames, Bob's reply quoting her, and the `!forgetme` frame itself
+                # (its names taken out, its command kept for a retried job).
+                "events_redacted": 4,
+                "step_records": 0,
+                "diaries_blanked": 0,
+                "style_revisions_reverted": 0,
                 "agent_sessions": 1,
+                "pins_rewritten": 0,
             },
         ),
     ]

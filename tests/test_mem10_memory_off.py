@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
+from app.channel.exchange import Place
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.inbound.frames import (
@@ -72,13 +73,14 @@ async def test_mem10_no_observation_is_written(
                 session,
                 message_id=2,
                 channel_id=CHANNEL,
+                guild_id=None,
                 bot_user_id=BOT_ID,
                 content="hey",
                 event_id="bot:2",
                 active=active,
             ),
             await observe_edit(session, edit, "update:1:x", active=active),
-            await observe_deletes(session, CHANNEL, [1], "delete:1", active=active),
+            await observe_deletes(session, CHANNEL, None, [1], "delete:1", active=active),
             await observe_reaction(
                 session, EventType.MESSAGE_REACTION_ADD, reaction, "r:1", active=active
             ),
@@ -124,6 +126,7 @@ async def test_mem10_prompt_memory_reads_nothing(
             session,
             off(settings),
             channel_id=CHANNEL,
+            place=Place(1),
             speaker_id=ALICE,
             names={ALICE: "Alice"},
             participant_ids=[],

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.commands.memory import memory_forget, memory_forget_all, memory_show
+from app.commands.memory import Asker, memory_forget, memory_forget_all, memory_show
 from app.config import Settings
 from app.db import SessionFactory
 from tests.support.memory_env import (
@@ -41,12 +41,12 @@ async def test_show_sends_ids_and_80_character_cuts_by_dm(env: MemoryEnv) -> Non
     long = await add_memory(env.sessions, ALICE, LONG)
     await add_memory(env.sessions, BOB, "Bob is allergic to peanuts.")
 
-    await memory_show(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     [dm] = env.discord.dms_to(ALICE)
     text = dm["content"]
-    assert f"`{short}` Alice likes tea." in text
-    assert f"`{long}` {LONG[:80]}…" in text
+    assert f"`{short}` · added by hand · Alice likes tea." in text
+    assert f"`{long}` · added by hand · {LONG[:80]}…" in text
     assert LONG[:81] not in text
     assert text.index(f"`{long}`") < text.index(f"`{short}`")  # newest first
     assert "peanuts" not in text
@@ -63,7 +63,7 @@ async def test_show_sends_ids_and_80_character_cuts_by_dm(env: MemoryEnv) -> Non
 
 
 async def test_show_with_no_memories_says_so_by_dm(env: MemoryEnv) -> None:
-    await memory_show(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     [dm] = env.discord.dms_to(ALICE)
     assert "don't have any memories" in dm["content"]
@@ -75,7 +75,7 @@ async def test_closed_dms_get_a_channel_notice_without_any_memory(env: MemoryEnv
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.discord.dm_closed.add(ALICE)
 
-    await memory_show(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     assert env.discord.dms_to(ALICE) == []
     [(notice, reply_to)] = channel_replies(env)
@@ -88,7 +88,7 @@ async def test_a_dm_that_fails_otherwise_also_stays_out_of_the_channel(env: Memo
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.discord.fail_next("POST /users/@me/channels", 500)
 
-    await memory_show(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     [(notice, _)] = channel_replies(env)
     assert "couldn't send you a direct message" in notice and "tea" not in notice
@@ -100,9 +100,7 @@ async def test_forget_own_memory_deletes_the_row_and_logs_its_before_state(
     mine = await add_memory(env.sessions, ALICE, "Alice likes tea.")
     kept = await add_memory(env.sessions, ALICE, "Alice plays chess.")
 
-    await memory_forget(
-        env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND, memory_id=mine
-    )
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND), mine)
 
     assert await memories_of(env.sessions, ALICE) == {kept: "Alice plays chess."}
     [row] = await ledger_rows(env.sessions)
@@ -116,12 +114,8 @@ async def test_someone_elses_id_and_an_unknown_id_get_the_same_answer(env: Memor
     bobs = await add_memory(env.sessions, BOB, "Bob is allergic to peanuts.")
     unknown = bobs + 1000
 
-    await memory_forget(
-        env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND, memory_id=bobs
-    )
-    await memory_forget(
-        env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND + 1, memory_id=unknown
-    )
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND), bobs)
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND + 1), unknown)
 
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob is allergic to peanuts."}
     assert await ledger_rows(env.sessions) == []
@@ -130,26 +124,39 @@ async def test_someone_elses_id_and_an_unknown_id_get_the_same_answer(env: Memor
     assert "peanuts" not in for_bobs
 
 
-async def test_forget_all_deletes_every_own_memory_and_logs_each(env: MemoryEnv) -> None:
+async def test_forget_all_deletes_every_own_memory_logs_each_and_that_she_asked(
+    env: MemoryEnv,
+) -> None:
     ids = [await add_memory(env.sessions, ALICE, f"Alice fact {n}.") for n in range(3)]
     bobs = await add_memory(env.sessions, BOB, "Bob plays go.")
 
-    await memory_forget_all(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+    await memory_forget_all(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     assert await memories_of(env.sessions, ALICE) == {}
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob plays go."}
-    rows = await ledger_rows(env.sessions)
+    *rows, asked = await ledger_rows(env.sessions)
     assert [(r.action, r.actor, r.memory_id) for r in rows] == [
         ("delete", "command", i) for i in ids
     ]
     assert [r.before["content"] for r in rows] == [f"Alice fact {n}." for n in range(3)]
+    # One more row for the person: what keeps a later rollback from restoring anything.
+    assert (asked.action, asked.actor, asked.memory_id, asked.user_id) == (
+        "delete",
+        "command",
+        None,
+        ALICE,
+    )
+    assert asked.after == {"forgot_all": 3}
     [(answer, _)] = channel_replies(env)
     assert "3" in answer
 
 
-async def test_forget_all_with_nothing_to_forget_says_so(env: MemoryEnv) -> None:
-    await memory_forget_all(env.services, author_id=ALICE, channel_id=CHANNEL, trigger_id=COMMAND)
+async def test_forget_all_with_nothing_to_forget_says_so_and_still_records_she_asked(
+    env: MemoryEnv,
+) -> None:
+    await memory_forget_all(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
 
     [(answer, _)] = channel_replies(env)
     assert "no memories" in answer
-    assert await ledger_rows(env.sessions) == []
+    [asked] = await ledger_rows(env.sessions)
+    assert (asked.memory_id, asked.user_id, asked.after) == (None, ALICE, {"forgot_all": 0})

@@ -13,6 +13,7 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.inbound.steps import PostedReply
 from app.memory.jobs import remember_after_reply
 from tests.support.memory_env import (
     BOT_ID,
@@ -77,9 +78,7 @@ async def test_the_exchange_is_six_live_messages_up_to_the_reply(env: MemoryEnv)
     env.jev.answers[Question.WORTH_KEEPING] = 0.9
     env.model.default = Text(fact("Alice has a shiba named Pochi."))
 
-    outcome = await remember_after_reply(
-        env.services, channel_id=CHANNEL, trigger_message_id=7, reply_message_id=8, speaker_id=ALICE
-    )
+    outcome = await remember_after_reply(env.services, PostedReply(7, CHANNEL, ALICE, 8))
 
     [asked] = env.jev.asked(Question.WORTH_KEEPING)
     lines = asked["prompt"].split("\n")
@@ -105,9 +104,7 @@ async def test_a_trigger_pushed_out_of_the_window_still_takes_the_oldest_slot(
     await channel_log(env.sessions)
     env.jev.answers[Question.WORTH_KEEPING] = 0.0
 
-    await remember_after_reply(
-        env.services, channel_id=CHANNEL, trigger_message_id=1, reply_message_id=9, speaker_id=ALICE
-    )
+    await remember_after_reply(env.services, PostedReply(1, CHANNEL, ALICE, 9))
 
     [asked] = env.jev.asked(Question.WORTH_KEEPING)
     rendered = [line for line in asked["prompt"].split("\n") if line.startswith("[")]
@@ -120,10 +117,10 @@ async def test_running_the_job_twice_changes_memories_once(env: MemoryEnv) -> No
     await channel_log(env.sessions)
     env.jev.answers[Question.WORTH_KEEPING] = 0.9
     env.model.default = Text(fact("Alice has a shiba named Pochi."))
-    kwargs = {"channel_id": CHANNEL, "trigger_message_id": 7, "reply_message_id": 8}
+    reply = PostedReply(7, CHANNEL, ALICE, 8)
 
-    await remember_after_reply(env.services, speaker_id=ALICE, **kwargs)
-    again = await remember_after_reply(env.services, speaker_id=ALICE, **kwargs)
+    await remember_after_reply(env.services, reply)
+    again = await remember_after_reply(env.services, reply)
 
     assert again.stopped == "already_applied"
     assert len(await all_memories(env.sessions)) == 1
@@ -136,9 +133,7 @@ async def test_memory_switched_off_does_nothing(env: MemoryEnv) -> None:
         env.services, settings=env.services.settings.model_copy(update={"memory_enabled": False})
     )
 
-    outcome = await remember_after_reply(
-        off, channel_id=CHANNEL, trigger_message_id=7, reply_message_id=8, speaker_id=ALICE
-    )
+    outcome = await remember_after_reply(off, PostedReply(7, CHANNEL, ALICE, 8))
 
     assert outcome.stopped == "memory_off"
     assert env.jev.requests == []
@@ -146,13 +141,7 @@ async def test_memory_switched_off_does_nothing(env: MemoryEnv) -> None:
 
 
 async def test_unknown_messages_make_no_exchange(env: MemoryEnv) -> None:
-    outcome = await remember_after_reply(
-        env.services,
-        channel_id=CHANNEL,
-        trigger_message_id=7,
-        reply_message_id=None,
-        speaker_id=ALICE,
-    )
+    outcome = await remember_after_reply(env.services, PostedReply(7, CHANNEL, ALICE, None))
 
     assert outcome.stopped == "unusable"
     assert env.jev.requests == []

@@ -12,11 +12,12 @@ from prometheus_client import REGISTRY
 
 from app.channel.exchange import Exchange, Line
 from app.chat.fake import Text
-from app.commands.memory import PREVIEW_CHARS, format_listing, preview
+from app.commands.render import PREVIEW_CHARS, listing, preview
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.prompts import MAX_FACT_CHARS, parse_written, render_marked
+from app.memory.records import MemoryRecord
 from app.memory.write_path import run_write_path
 from tests.support.memory_env import MemoryEnv, exchange, fact, memory_env
 
@@ -68,10 +69,11 @@ def test_preview_keeps_at_most_80_characters_of_the_note(content: str) -> None:
     assert "\n" not in cut
 
 
-def test_listing_puts_each_id_before_its_note() -> None:
-    text = format_listing([(7, "Alice likes tea."), (3, "Alice plays go.")])
+def test_listing_puts_each_id_and_where_it_was_learned_before_its_note() -> None:
+    memories = [MemoryRecord(7, 1, "Alice likes tea."), MemoryRecord(3, 1, "Alice plays go.")]
+    text = listing(memories, total=2, paused=False, here=None, everything=False)
 
-    assert "`7` Alice likes tea.\n`3` Alice plays go." in text
+    assert "`7` · added by hand · Alice likes tea.\n`3` · added by hand · Alice plays go." in text
 
 
 @pytest.fixture

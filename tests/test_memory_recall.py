@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from app.channel.exchange import Place
 from app.db import SessionFactory
 from app.memory.recall import recall_for_prompt, render_memory_block
-from app.memory.store import MemoryRecord
+from app.memory.records import MemoryRecord
 from tests.support.memory_env import add_memory, ledger_rows
 
 ALICE, BOB, CAROL = 11, 22, 33
+GUILD = Place(1)
 
 
 async def test_the_block_for_alice_holds_only_alices_memories(sessions: SessionFactory) -> None:
@@ -19,7 +21,7 @@ async def test_the_block_for_alice_holds_only_alices_memories(sessions: SessionF
     await add_memory(sessions, BOB, "Bob is allergic to peanuts.")
 
     async with sessions() as session, session.begin():
-        recalled = await recall_for_prompt(session, user_ids=[ALICE])
+        recalled = await recall_for_prompt(session, place=GUILD, user_ids=[ALICE])
     block = render_memory_block(recalled, {ALICE: "Alice"})
 
     assert [m.content for m in recalled] == ["Alice is learning the cello.", "Alice likes tea."]
@@ -36,7 +38,7 @@ async def test_recall_is_capped_at_ten_most_recent(sessions: SessionFactory) -> 
         await add_memory(sessions, ALICE, f"fact {n}", age_days=12 - n)
 
     async with sessions() as session, session.begin():
-        recalled = await recall_for_prompt(session, user_ids=[ALICE])
+        recalled = await recall_for_prompt(session, place=GUILD, user_ids=[ALICE])
 
     assert [m.content for m in recalled] == [f"fact {n}" for n in range(11, 1, -1)]
 
@@ -47,7 +49,7 @@ async def test_an_empty_profile_is_still_a_logged_read_and_no_block(
     await add_memory(sessions, BOB, "Bob is allergic to peanuts.")
 
     async with sessions() as session, session.begin():
-        recalled = await recall_for_prompt(session, user_ids=[CAROL])
+        recalled = await recall_for_prompt(session, place=GUILD, user_ids=[CAROL])
 
     assert recalled == []
     assert render_memory_block(recalled, {CAROL: "Carol"}) is None
@@ -61,7 +63,7 @@ async def test_participants_each_get_their_own_read_and_section(sessions: Sessio
     await add_memory(sessions, CAROL, "Carol is not in this conversation.")
 
     async with sessions() as session, session.begin():
-        recalled = await recall_for_prompt(session, user_ids=[ALICE, BOB, ALICE])
+        recalled = await recall_for_prompt(session, place=GUILD, user_ids=[ALICE, BOB, ALICE])
     block = render_memory_block(recalled, {ALICE: "Alice", BOB: "Bob"})
 
     assert block is not None

@@ -549,7 +549,7 @@ async def test_with_memory_off_only_the_diary_and_style_run(night: Night) -> Non
 
 
 @pytest.mark.parametrize("overrides", [{"memory_retention_days": 90}])
-async def test_retention_purges_expired_memories_as_a_rollbackable_part_of_the_run(
+async def test_retention_purges_expired_memories_and_their_rollback_never_brings_them_back(
     night: Night,
 ) -> None:
     env = night.env
@@ -564,9 +564,14 @@ async def test_retention_purges_expired_memories_as_a_rollbackable_part_of_the_r
     # Decay reviewed only what retention left.
     assert [b["prompt"].count("Bob likes jazz.") for b in env.jev.asked(Question.STALE_KEEP)] == [1]
 
+    # Durable is not indefinite: an expired memory's text is gone from the ledger too, and a
+    # rollback of the night that expired it skips it with that reason.
     result = await rollback_run(env.sessions, run.id, dry_run=False)
-    assert result.plan.reinserted == [expired]
-    assert set(await memories_of(env.sessions, BOB)) == {expired, stale}
+    assert result.plan.reinserted == []
+    assert [(s.memory_id, s.reason) for s in result.plan.skipped] == [
+        (expired, "expired by retention")
+    ]
+    assert set(await memories_of(env.sessions, BOB)) == {stale}
 
 
 async def test_a_model_slower_than_the_step_budget_is_a_noted_failure(

@@ -15,9 +15,9 @@ from sqlalchemy import select, text
 from app.db import SessionFactory, unit_of_work
 from app.kit.locks import try_xact_lock
 from app.memory import store
+from app.memory.records import Why
 from app.memory.rollback import AlreadyRolledBack, RunNotFound, rollback_run
 from app.memory.runs import RUN_LOCK
-from app.memory.store import Why
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
@@ -60,11 +60,11 @@ async def change(
     why = Why(actor, reason, run_id=run_id)
     async with unit_of_work(sessions) as session:
         if action == "add":
-            return (await store.add(session, user_id, content, why)).id
+            return (await store.add(session, user_id, content, why, learned_in=None)).id
         assert memory_id is not None
         if action == "update":
             [current] = await store.by_ids(session, [memory_id], Why(actor, "test read"))
-            assert await store.rewrite(session, current, content, why) is not None
+            assert await store.rewrite(session, current, content, why, learned_in=None) is not None
         else:
             assert await store.delete_one(session, memory_id, why, owner=user_id) is not None
         return memory_id
@@ -166,7 +166,7 @@ async def test_a_memory_forgotten_after_the_run_is_not_resurrected(
     result = await rollback_run(sessions, run, dry_run=False)
 
     assert result.plan.deleted == [] and result.plan.restored == []
-    assert {s.reason for s in result.plan.skipped} == {"deleted after the run"}
+    assert {s.reason for s in result.plan.skipped} == {"deleted after the run by its owner"}
     assert await contents(sessions) == {}
 
 

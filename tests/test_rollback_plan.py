@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from app.memory.records import UNKNOWN, MemoryRecord
 from app.memory.rollback import (
     DeleteOp,
     LogEntry,
@@ -13,7 +14,6 @@ from app.memory.rollback import (
     Skip,
     plan_rollback,
 )
-from app.memory.store import MemoryRecord
 
 ALICE, BOB = 11, 22
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -102,7 +102,9 @@ def test_an_update_forgotten_after_the_run_is_skipped() -> None:
 def test_a_delete_is_reinserted_with_its_original_id_and_times() -> None:
     plan = plan_rollback([dele(1, 5, "has a cat", source="operator", updated_at=T1)], {})
 
-    assert plan.ops == [ReinsertOp(MemoryRecord(5, ALICE, "has a cat", "operator", T0, T1))]
+    # The before state predates origins: it comes back private (its owner's DMs only).
+    restored = MemoryRecord(5, ALICE, "has a cat", "operator", T0, T1, UNKNOWN)
+    assert plan.ops == [ReinsertOp(restored)]
     assert plan.reinserted == [5]
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
 from fastapi.responses import JSONResponse
@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
 from app.admin.schemas import (
+    AUTH_ERRORS,
     AlreadyRanBody,
     AlreadyRolledBackBody,
+    ContentRedactedBody,
     ErrorBody,
     NightlyRunBody,
     NightlyStartedBody,
@@ -26,13 +28,14 @@ from app.db import SessionFactory
 from app.kit.clock import utcnow
 from app.kit.queue import JobQueue
 from app.memory import runs
-from app.memory.rollback import AlreadyRolledBack, RollbackResult, RunNotFound, rollback_run
+from app.memory.rollback import (
+    AlreadyRolledBack,
+    ContentRedacted,
+    RollbackResult,
+    RunNotFound,
+    rollback_run,
+)
 from app.nightly.run import AlreadyRan, start_nightly_run
-
-AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
-    503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},
-}
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
 
@@ -61,6 +64,11 @@ def _report(result: RollbackResult) -> RollbackReport:
     responses={
         404: {"model": ErrorBody, "description": "no such run (or no run yet)"},
         409: {"model": AlreadyRolledBackBody, "description": "the run is already rolled back"},
+        410: {
+            "model": ContentRedactedBody,
+            "description": "the run's ledger text was removed by LEDGER_CONTENT_DAYS: refused, "
+            "nothing changed",
+        },
     },
     summary="Undo a nightly run (the latest when no runId is given)",
 )
@@ -75,6 +83,9 @@ async def rollback(
     except AlreadyRolledBack as exc:
         conflict = AlreadyRolledBackBody(run_id=exc.run_id)
         return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+    except ContentRedacted as exc:
+        gone = ContentRedactedBody(run_id=exc.run_id)
+        return JSONResponse(gone.model_dump(by_alias=True), status.HTTP_410_GONE)
     return _report(result)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -39,6 +39,14 @@ class RollbackReport(CamelModel):
     restored: list[int] = Field(description="memories the run updated, put back")
     reinserted: list[int] = Field(description="memories the run deleted, brought back")
     skipped: list[SkippedChange] = Field(description="changes left alone, with the reason")
+
+
+class ContentRedactedBody(CamelModel):
+    content_redacted: Literal[True] = True
+    run_id: int
+    detail: str = (
+        "the run's ledger text is past LEDGER_CONTENT_DAYS and was removed: it cannot be undone"
+    )
 
 
 class AlreadyRolledBackBody(CamelModel):
@@ -101,3 +109,67 @@ class NightlyRunBody(CamelModel):
 
 class ErrorBody(BaseModel):
     detail: str
+
+
+class OriginBody(CamelModel):
+    kind: Literal["guild", "dm", "unknown", "any"] = Field(
+        description="where it was learned: a guild, a DM, unknown (private), or any (by hand)"
+    )
+    guild_id: str | None = Field(description="the guild, when kind is guild")
+
+
+class SourceBody(CamelModel):
+    message_id: str
+    channel_id: str
+    guild_id: str | None = Field(description="null for a DM")
+    link: str = Field(description="jump link to the message")
+    batch: str | None = Field(description="the write path's trigger (reply, nightly, batch)")
+
+
+class MemoryBody(CamelModel):
+    id: int
+    user_id: str
+    content: str
+    source: Literal["self", "operator", "import"]
+    origin: OriginBody
+    sources: list[SourceBody]
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class LedgerRowBody(CamelModel):
+    id: int
+    memory_id: int | None
+    user_id: str
+    actor: str
+    action: Literal["read", "add", "update", "delete", "rollback"]
+    reason: str
+    before: Any = Field(description="the memory before (JSON), or {'redacted': true}")
+    after: Any = Field(description="after (JSON); a read's list of memory ids")
+    run_id: int | None
+    created_at: datetime
+
+
+class LedgerPage(CamelModel):
+    rows: list[LedgerRowBody] = Field(description="newest first")
+    next_before: int | None = Field(description="pass as ?before= for the next page")
+
+
+class ErasureReceipt(CamelModel):
+    """What an erasure removed, counted per table; nothing of what was erased."""
+
+    user_id: str
+    memories: int
+    messages: int
+    observations: int
+    signals: int
+    episodes: int
+    ledger_rows_redacted: int
+    events_redacted: int
+    agent_sessions: int
+
+
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
+    503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},
+}

@@ -14,20 +14,53 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
+class Place:
+    """Where something was said: a guild (its id), or a DM (``guild_id`` None)."""
+
+    guild_id: int | None
+
+    @property
+    def is_dm(self) -> bool:
+        return self.guild_id is None
+
+
+DM = Place(None)
+
+
+@dataclass(frozen=True, slots=True)
 class Line:
     author_id: int
     author_name: str
     is_bot: bool
     content: str
+    message_id: int | None = None  # the logged message (provenance), when there is one
+    channel_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
-    """Up to six messages, oldest first, and the one person whose memories may change."""
+    """Up to six messages, oldest first, and the one person whose memories may change.
+
+    ``place`` is where all of its lines were said (an exchange never mixes guilds or DMs);
+    None when it is not known (the memory it yields is then treated as private)."""
 
     speaker_id: int
     speaker_name: str
     lines: tuple[Line, ...]
+    place: Place | None = None
+
+    @property
+    def speaker_messages(self) -> list[tuple[int, int]]:
+        """(message id, channel id) of the speaker's own logged lines: what a memory written
+        from this exchange was learned from."""
+        return [
+            (line.message_id, line.channel_id)
+            for line in self.lines
+            if line.author_id == self.speaker_id
+            and not line.is_bot
+            and line.message_id is not None
+            and line.channel_id is not None
+        ]
 
     def render(self) -> str:
         return "\n".join(f"{line.author_name}: {line.content}" for line in self.lines)
@@ -41,7 +74,7 @@ class Exchange:
         )
 
 
-def build_exchange(lines: Iterable[Line], *, speaker_id: int) -> Exchange:
+def build_exchange(lines: Iterable[Line], *, speaker_id: int, place: Place | None) -> Exchange:
     """The newest six lines, oldest first, about ``speaker_id``; the speaker's name is the
     one on their newest line."""
     kept = tuple(lines)[-EXCHANGE_SIZE:]
@@ -50,6 +83,7 @@ def build_exchange(lines: Iterable[Line], *, speaker_id: int) -> Exchange:
         speaker_id=speaker_id,
         speaker_name=names[-1] if names else str(speaker_id),
         lines=kept,
+        place=place,
     )
 
 

@@ -3,7 +3,7 @@ and deletes applied, each write idempotent; readers get plain `LoggedMessage`s."
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,8 +13,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from app.channel.exchange import Line, Place
 from app.inbound.frames import MessageCreate, MessageUpdate
-from app.kit.sql import any_array
+from app.kit.sql import any_array, rewrite_matching
 from app.models.messages import Message
 
 CONTEXT_SIZE = 20
@@ -32,6 +33,18 @@ class LoggedMessage:
     reply_to_id: int | None
     created_at: datetime
     deleted: bool = False
+
+
+def line_of(message: LoggedMessage) -> Line:
+    """A logged message as a line of an exchange (with its ids, for provenance)."""
+    return Line(
+        message.author_id,
+        message.author_name,
+        message.is_bot,
+        message.content,
+        message_id=message.id,
+        channel_id=message.channel_id,
+    )
 
 
 def _plain(row: Message) -> LoggedMessage:
@@ -276,6 +289,39 @@ async def display_names(
     return {author: name for author, name in (await session.execute(query)).tuples()}
 
 
+async def place_of(session: AsyncSession, channel_id: int) -> Place | None:
+    """Where a channel is (its guild, or a DM), as its logged messages say; None when the
+    log has no message of it."""
+    row = (
+        await session.execute(
+            select(Message.guild_id).where(Message.channel_id == channel_id).limit(1)
+        )
+    ).one_or_none()
+    return Place(row[0]) if row is not None else None
+
+
+async def addressed_recently(
+    session: AsyncSession, user_ids: Collection[int], *, bot_user_id: int, since: datetime
+) -> set[int]:
+    """Which of these people addressed the bot since ``since``: a message mentioning it, or
+    any message in a DM (as the turn decides whether it was addressed)."""
+    if not user_ids:
+        return set()
+    mention = (Message.content.contains(f"<@{bot_user_id}>")) | (
+        Message.content.contains(f"<@!{bot_user_id}>")
+    )
+    rows = await session.scalars(
+        select(Message.author_id)
+        .where(
+            Message.author_id == any_array(user_ids),
+            Message.created_at >= since,
+            Message.guild_id.is_(None) | mention,
+        )
+        .distinct()
+    )
+    return set(rows)
+
+
 # --- erasure and import -----------------------------------------------------------------------
 
 
@@ -305,3 +351,45 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
         return 0
     statement = insert(Message).on_conflict_do_nothing().returning(Message.id)
     return len((await session.execute(statement, list(rows))).all())
+
+
+async def messages_by_author(session: AsyncSession, user_id: int) -> list[LoggedMessage]:
+    rows = await session.scalars(select(Message).where(Message.author_id == user_id))
+    return [_plain(row) for row in rows]
+
+
+async def delete_channels(session: AsyncSession, channel_ids: Collection[int]) -> int:
+    """Delete every message of these channels (a person's DMs with the bot, both sides)."""
+    if not channel_ids:
+        return 0
+    result = await session.execute(
+        delete(Message).where(Message.channel_id.in_(list(channel_ids))).returning(Message.id)
+    )
+    return len(result.all())
+
+
+async def blank_replies_to(session: AsyncSession, message_ids: Collection[int]) -> list[int]:
+    """Blank the text of the bot's replies to these messages; their ids."""
+    if not message_ids:
+        return []
+    result = await session.execute(
+        update(Message)
+        .where(
+            Message.is_bot.is_(True),
+            Message.reply_to_id == any_array(message_ids),
+            Message.content != "",
+        )
+        .values(content="")
+        .returning(Message.id)
+    )
+    return [row[0] for row in result]
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+) -> int:
+    """Rewrite the text of messages that match (an erasure taking a person out of what
+    others wrote)."""
+    return await rewrite_matching(
+        session, table="messages", key="id", column="content", patterns=patterns, rewrite=rewrite
+    )

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.sql import any_array
+from app.kit.sql import any_array, rewrite_matching
 from app.models.messages import Message
 from app.models.signals import Signal
 
@@ -79,3 +79,19 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
         return 0
     statement = insert(Signal).on_conflict_do_nothing().returning(Signal.id)
     return len((await session.execute(statement, list(rows))).all())
+
+
+async def corrections_by(session: AsyncSession, user_id: int) -> list[str]:
+    """The texts of the person's corrections (what a style revision may have quoted)."""
+    rows = await session.scalars(
+        select(Signal.value).where(Signal.user_id == user_id, Signal.kind == "correction")
+    )
+    return list(rows)
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+) -> int:
+    return await rewrite_matching(
+        session, table="signals", key="id", column="value", patterns=patterns, rewrite=rewrite
+    )

@@ -3,14 +3,19 @@ model reply; each answers the person in the channel (or by DM where the seed say
 
 from __future__ import annotations
 
+from app.commands import memory
 from app.commands.forgetme import forget_me
-from app.commands.memory import memory_forget, memory_forget_all, memory_show
+from app.commands.memory import Asker
 from app.commands.parser import (
     Command,
     ForgetMe,
+    MemoryExport,
     MemoryForget,
     MemoryForgetAll,
+    MemoryPause,
+    MemoryResume,
     MemoryShow,
+    MemoryWhy,
     StaffCommand,
     Usage,
 )
@@ -45,15 +50,22 @@ async def handle_command(
 
 
 async def _run(services: Services, command: Command, message: MessageCreate) -> None:
-    who = {"author_id": message.author.id, "channel_id": message.channel_id}
-    trigger = message.id
+    asker = Asker.of(message)
     match command:
-        case MemoryShow():
-            await memory_show(services, **who, trigger_id=trigger)
+        case MemoryShow(everything=everything):
+            await memory.memory_show(services, asker, everything=everything)
+        case MemoryWhy(memory_id=memory_id):
+            await memory.memory_why(services, asker, memory_id)
+        case MemoryExport():
+            await memory.memory_export(services, asker)
+        case MemoryPause():
+            await memory.memory_pause(services, asker)
+        case MemoryResume():
+            await memory.memory_resume(services, asker)
         case MemoryForget(memory_id=memory_id):
-            await memory_forget(services, **who, trigger_id=trigger, memory_id=memory_id)
+            await memory.memory_forget(services, asker, memory_id)
         case MemoryForgetAll():
-            await memory_forget_all(services, **who, trigger_id=trigger)
+            await memory.memory_forget_all(services, asker)
         case ForgetMe():
             await forget_me(services, message)
         case Usage(text=text):

@@ -1,101 +1,206 @@
-"""`!memory show | forget <id> | forget all`: a person's own memories, and nobody else's.
+"""`!memory …`: a person's own memories, and nobody else's — see them (show, show all, why,
+export), control learning (pause, resume), remove them (forget <id>, forget all).
 
-The dispatcher parses the command and calls one of these. Answers go to the channel as
-a reply to the command; the listing itself only ever goes by DM."""
+The dispatcher parses the command and calls one of these. Short answers go to the channel as
+a reply to the command; anything that shows a memory goes only by DM, and when the DM cannot
+be delivered the channel learns that, never what."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
+from app.commands import render
 from app.db import unit_of_work
+from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.discord.errors import DiscordError
-from app.memory import store
-from app.memory.store import Why
+from app.inbound.frames import MessageCreate
+from app.kit.clock import utcnow
+from app.memory import consent, records, store
+from app.memory.records import Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
 
 ACTOR = "command"
-PREVIEW_CHARS = 80
+# `show all` goes as a text file instead of several DMs past this many characters.
+LISTING_INLINE_CHARS = 6000
 
 DM_FAILED = (
     "I couldn't send you a direct message, so I can't show your memories here. "
-    "Allow DMs from this server's members and try `!memory show` again."
+    "Allow DMs from this server's members and try again."
 )
 DM_SENT = "I've sent you a DM with what I remember about you."
-NO_MEMORIES = "I don't have any memories about you."
+WHY_SENT = "I've sent you a DM with where that memory came from."
+EXPORT_SENT = "I've sent you a DM with everything I keep about you, as a JSON file."
 FORGET_ALL_NONE = "I had no memories about you to forget."
+FORGET_ALL = "!memory forget all"
+PAUSED = (
+    "Paused: I won't learn anything new about you until you say `!memory resume`. "
+    "I still use what I already remember; `!memory forget all` removes it."
+)
+ALREADY_PAUSED = "Learning about you was already paused. `!memory resume` turns it back on."
+RESUMED = "Resumed: I'll learn from our conversations again."
+NOT_PAUSED = "Learning about you is on; nothing to resume."
 
 
-def preview(content: str) -> str:
-    """The first 80 characters, on one line; an ellipsis says there was more."""
-    flat = " ".join(content.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asked, where, and the command message (the reply target and nonce key)."""
+
+    user_id: int
+    channel_id: int
+    guild_id: int | None
+    trigger_id: int
+
+    @classmethod
+    def of(cls, message: MessageCreate) -> Asker:
+        return cls(message.author.id, message.channel_id, message.guild_id, message.id)
 
 
-def format_listing(memories: Sequence[tuple[int, str]]) -> str:
-    """Pure: the DM text for `!memory show`."""
-    if not memories:
-        return NO_MEMORIES
-    lines = [f"`{memory_id}` {preview(content)}" for memory_id, content in memories]
-    return (
-        "What I remember about you (id, then the note):\n"
-        + "\n".join(lines)
-        + "\n\nTo remove one: `!memory forget <id>` · everything: `!memory forget all`"
-    )
-
-
-def not_found(memory_id: int) -> str:
-    # Identical for "someone else's" and "no such id": ids cannot be probed.
-    return f"I couldn't find a memory with id {memory_id} among yours."
-
-
-async def _answer(services: Services, channel_id: int, trigger_id: int, text: str) -> None:
+async def _answer(services: Services, asker: Asker, text: str) -> None:
     await services.discord.send_message(
-        channel_id, text, nonce_key=f"memory-cmd:{trigger_id}", reply_to=trigger_id
+        asker.channel_id,
+        text,
+        nonce_key=f"memory-cmd:{asker.trigger_id}",
+        reply_to=asker.trigger_id,
     )
 
 
-async def memory_show(
-    services: Services, *, author_id: int, channel_id: int, trigger_id: int
+async def _by_dm(
+    services: Services,
+    asker: Asker,
+    text: str,
+    *,
+    sent: str,
+    files: Sequence[Attachment] = (),
 ) -> None:
-    """DM the author up to ten of their memories (read logged with actor `command`)."""
-    async with unit_of_work(services.sessions) as session:
-        rows = await store.recent(session, author_id, Why(ACTOR, "show"))
-    listing = format_listing([(m.id, m.content) for m in rows])
+    """DM the asker; the channel hears only that it was sent, or that it could not be."""
     try:
-        await services.discord.send_dm(author_id, listing, nonce_key=f"memory-show:{trigger_id}")
+        await services.discord.send_dm(
+            asker.user_id, text, nonce_key=f"memory-dm:{asker.trigger_id}", files=files
+        )
     except DiscordError as exc:
-        # Never fall back to the channel with the listing: only say the DM failed.
-        logger.info("memory show: DM failed", extra={"user_id": author_id, "error": repr(exc)})
-        await _answer(services, channel_id, trigger_id, DM_FAILED)
+        # Never fall back to the channel with the content: only say the DM failed.
+        logger.info("memory command: DM failed", extra={"error": type(exc).__name__})
+        await _answer(services, asker, DM_FAILED)
         return
-    await _answer(services, channel_id, trigger_id, DM_SENT)
+    await _answer(services, asker, sent)
 
 
-async def memory_forget(
-    services: Services, *, author_id: int, channel_id: int, trigger_id: int, memory_id: int
-) -> None:
-    """Delete one memory if, and only if, it is the author's own."""
+# --- see ------------------------------------------------------------------------------------
+
+
+async def memory_show(services: Services, asker: Asker, *, everything: bool = False) -> None:
+    """DM the asker their ten newest memories (seed 000), or all of them, each with where
+    it was learned, how many more there are, and whether learning is paused."""
+    limit = None if everything else store.RECENT_LIMIT
+    async with unit_of_work(services.sessions) as session:
+        shown = await store.recent(session, asker.user_id, Why(ACTOR, "show"), limit=limit)
+        total = await store.count(session, asker.user_id)
+        paused = await consent.paused_since(session, asker.user_id)
+    listing = render.listing(
+        shown, total=total, paused=paused is not None, here=asker.guild_id, everything=everything
+    )
+    files: list[Attachment] = []
+    if everything and len(listing) > LISTING_INLINE_CHARS:
+        name = f"memories-{asker.user_id}.txt"
+        files = [Attachment(name, listing.encode(), "text/plain; charset=utf-8")]
+        listing = f"All {total} of your memories are in the attached file."
+    await _by_dm(services, asker, listing, sent=DM_SENT, files=files)
+
+
+async def memory_why(services: Services, asker: Asker, memory_id: int) -> None:
+    """DM where one of the asker's memories came from: when and where it was learned, a
+    jump link per source message, and every later change. No model is asked."""
+    async with unit_of_work(services.sessions) as session:
+        found = await store.provenance(session, memory_id, Why(ACTOR, "why"), owner=asker.user_id)
+    if found is None:
+        await _answer(services, asker, render.not_found(memory_id))
+        return
+    await _by_dm(services, asker, render.provenance(found, here=asker.guild_id), sent=WHY_SENT)
+
+
+async def memory_export(services: Services, asker: Asker) -> None:
+    """DM a JSON file of everything kept about the asker: every memory with its origin and
+    sources, the pause state, and the ledger history of their memories."""
+    async with unit_of_work(services.sessions) as session:
+        kept = await store.profile(session, asker.user_id, Why(ACTOR, "export"))
+        paused = await consent.paused_since(session, asker.user_id)
+    body = export_json(asker.user_id, kept, paused, now=utcnow(), limit=MAX_UPLOAD_BYTES)
+    attachment = Attachment(f"memories-{asker.user_id}.json", body, "application/json")
+    note = f"Everything I keep about you: {len(kept.memories)} memories and their history."
+    await _by_dm(services, asker, note, sent=EXPORT_SENT, files=[attachment])
+
+
+def export_json(
+    user_id: int,
+    kept: records.Profile,
+    paused: datetime | None,
+    *,
+    now: datetime,
+    limit: int,
+) -> bytes:
+    """Pure: the export file, within ``limit`` bytes. Memories always fit whole; when the
+    ledger history does not, its oldest rows are left out and the file says how many."""
+    document: dict[str, Any] = {
+        "user_id": str(user_id),
+        "exported_at": now.isoformat(),
+        "learning_paused": paused is not None,
+        "paused_at": paused.isoformat() if paused else None,
+        "memories": [render.memory_json(m, kept.sources.get(m.id, [])) for m in kept.memories],
+        "ledger": [render.ledger_json(row) for row in kept.ledger],
+        "ledger_rows_left_out": 0,
+    }
+    encoded = json.dumps(document, ensure_ascii=False).encode()
+    while len(encoded) > limit and document["ledger"]:
+        cut = max(1, len(document["ledger"]) // 10)
+        document["ledger"] = document["ledger"][cut:]
+        document["ledger_rows_left_out"] += cut
+        encoded = json.dumps(document, ensure_ascii=False).encode()
+    return encoded
+
+
+# --- consent ----------------------------------------------------------------------------------
+
+
+async def memory_pause(services: Services, asker: Asker) -> None:
+    async with unit_of_work(services.sessions) as session:
+        changed = await consent.pause(session, asker.user_id)
+    await _answer(services, asker, PAUSED if changed else ALREADY_PAUSED)
+
+
+async def memory_resume(services: Services, asker: Asker) -> None:
+    async with unit_of_work(services.sessions) as session:
+        changed = await consent.resume(session, asker.user_id)
+    await _answer(services, asker, RESUMED if changed else NOT_PAUSED)
+
+
+# --- forget -----------------------------------------------------------------------------------
+
+
+async def memory_forget(services: Services, asker: Asker, memory_id: int) -> None:
+    """Delete one memory if, and only if, it is the asker's own."""
     async with unit_of_work(services.sessions) as session:
         why = Why(ACTOR, "!memory forget")
-        gone = await store.delete_one(session, memory_id, why, owner=author_id)
+        gone = await store.delete_one(session, memory_id, why, owner=asker.user_id)
     if gone is None:
-        await _answer(services, channel_id, trigger_id, not_found(memory_id))
+        await _answer(services, asker, render.not_found(memory_id))
         return
-    await _answer(services, channel_id, trigger_id, f"Done: I forgot memory {memory_id}.")
+    await _answer(services, asker, f"Done: I forgot memory {memory_id}.")
 
 
-async def memory_forget_all(
-    services: Services, *, author_id: int, channel_id: int, trigger_id: int
-) -> None:
-    """Delete every memory the author has, each delete logged with its before state."""
+async def memory_forget_all(services: Services, asker: Asker) -> None:
+    """Delete every memory the asker has, each delete logged with its before state."""
     async with unit_of_work(services.sessions) as session:
-        gone = await store.delete_owned_by(session, author_id, Why(ACTOR, "!memory forget all"))
+        gone = await store.forget_everything(session, asker.user_id, Why(ACTOR, FORGET_ALL))
     text = (
         FORGET_ALL_NONE
         if not gone
         else f"Done: I forgot all {len(gone)} of your memor{'y' if len(gone) == 1 else 'ies'}."
     )
-    await _answer(services, channel_id, trigger_id, text)
+    await _answer(services, asker, text)

@@ -1,7 +1,8 @@
 """Chat commands: parsed from plain text before anything else (pure).
 
-`!memory show|forget <id>|forget all` (also as `@bot memory …`), `!forgetme`, and the staff
-commands `!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>`."""
+`!memory show|show all|why <id>|export|pause|resume|forget <id>|forget all` (also as
+`@bot memory …`), `!forgetme`, and the staff commands
+`!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-MEMORY_USAGE = "Usage: `!memory show`, `!memory forget <id>`, `!memory forget all`."
+MEMORY_USAGE = (
+    "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, `!memory export`, "
+    "`!memory pause`, `!memory resume`, `!memory forget <id>`, `!memory forget all`."
+)
 STAFF_USAGE = (
     "Usage: `!bot memory <user>`, `!bot forget-fact <id>`, "
     "`!bot pin <channel|global> <fact>`, `!bot unpin <id>`."
@@ -18,6 +22,26 @@ STAFF_USAGE = (
 
 @dataclass(frozen=True, slots=True)
 class MemoryShow:
+    everything: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWhy:
+    memory_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryExport:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPause:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryResume:
     pass
 
 
@@ -64,7 +88,15 @@ class Usage:
     text: str
 
 
-MemoryCommand = MemoryShow | MemoryForget | MemoryForgetAll
+MemoryCommand = (
+    MemoryShow
+    | MemoryWhy
+    | MemoryExport
+    | MemoryPause
+    | MemoryResume
+    | MemoryForget
+    | MemoryForgetAll
+)
 StaffCommand = StaffMemory | StaffForgetFact | StaffPin | StaffUnpin
 Command = MemoryCommand | StaffCommand | ForgetMe | Usage
 
@@ -104,6 +136,16 @@ def _memory(rest: str) -> MemoryCommand | Usage:
     match [a.lower() for a in args]:
         case ["show"]:
             return MemoryShow()
+        case ["show", "all"]:
+            return MemoryShow(everything=True)
+        case ["why", word] if (memory_id := _an_id(word)) is not None:
+            return MemoryWhy(memory_id)
+        case ["export"]:
+            return MemoryExport()
+        case ["pause"]:
+            return MemoryPause()
+        case ["resume"]:
+            return MemoryResume()
         case ["forget", "all"]:
             return MemoryForgetAll()
         case ["forget", word] if (memory_id := _an_id(word)) is not None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.commands.memory import preview
+from app.channel.exchange import Place
 from app.commands.parser import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
+from app.commands.render import preview
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 from app.services import Services
 from app.structured import pins
 
@@ -79,8 +80,11 @@ async def _answer(services: Services, message: MessageCreate, text: str) -> None
 async def _list_memories(services: Services, message: MessageCreate, user_id: int) -> None:
     why = Why(ACTOR, _reason(message, "!bot memory"))
     async with unit_of_work(services.sessions) as session:
-        shown = await store.recent(session, user_id, why, limit=LISTING_LIMIT)
-        total = await store.count(session, user_id) if len(shown) == LISTING_LIMIT else len(shown)
+        # Staff of one guild see what was learned there (an operator in a DM sees all).
+        here = Place(message.guild_id)
+        shown = await store.recent(session, user_id, why, limit=LISTING_LIMIT, place=here)
+        full = len(shown) == LISTING_LIMIT
+        total = await store.count(session, user_id, place=here) if full else len(shown)
     listing = format_staff_listing(
         user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
     )
@@ -102,7 +106,7 @@ async def _forget_fact(services: Services, message: MessageCreate, memory_id: in
     why = Why(ACTOR, _reason(message, "!bot forget-fact"), trigger=f"staff:{message.id}")
     async with unit_of_work(services.sessions) as session:
         # Under the owner's lock, as the write path takes it: no extraction races the delete.
-        gone = await store.delete_one(session, memory_id, why)
+        gone = await store.delete_one(session, memory_id, why, visible_in=Place(message.guild_id))
     if gone is None:
         await _answer(services, message, f"No memory with id {memory_id} was found.")
         return

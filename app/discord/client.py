@@ -4,11 +4,12 @@ with backoff, typed errors, and idempotent (nonce-enforced) message posting."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -25,8 +26,21 @@ REQUEST_TIMEOUT = 10.0
 # A 429 asking for a longer pause than this fails the call instead of parking a worker.
 MAX_RATE_LIMIT_WAIT = 60.0
 ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
+# Discord's upload limit for a bot's message without a boosted guild: 10 MiB for all files.
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file to upload with a message (multipart ``files[n]``)."""
+
+    filename: str
+    content: bytes
+    content_type: str = "application/octet-stream"
+
 
 Sleep = Callable[[float], Awaitable[None]]
+Upload = Sequence[tuple[str, tuple[str, bytes, str]]]
 Clock = Callable[[], float]
 
 _CUSTOM_EMOJI_MARKUP = re.compile(r"<a?:(?P<name>\w+):(?P<id>\d+)>")
@@ -147,18 +161,53 @@ class DiscordClient:
             self._dm_channels[user_id] = int(data["id"])
         return self._dm_channels[user_id]
 
-    async def send_dm(self, user_id: int, content: str, *, nonce_key: str) -> list[int]:
+    async def send_dm(
+        self,
+        user_id: int,
+        content: str,
+        *,
+        nonce_key: str,
+        files: Sequence[Attachment] = (),
+    ) -> list[int]:
         """Raises ``DiscordDMClosed`` when the user does not accept DMs from the bot."""
         channel_id = await self.open_dm(user_id)
+        if files:
+            return [await self.send_files(channel_id, content, files, nonce_key=nonce_key)]
         return await self.send_message(channel_id, content, nonce_key=nonce_key)
 
-    async def _request(self, route: _Route, body: dict[str, Any] | None = None) -> Any:
+    async def send_files(
+        self, channel_id: int, content: str, files: Sequence[Attachment], *, nonce_key: str
+    ) -> int:
+        """One message (content up to 2000 characters) with files attached, once per nonce.
+        The caller keeps the files within ``MAX_UPLOAD_BYTES`` together."""
+        if len(content) > 2000:
+            raise ValueError("a message with files carries at most 2000 characters")
+        if sum(len(f.content) for f in files) > MAX_UPLOAD_BYTES:
+            raise ValueError("files over Discord's upload limit")
+        template = "/channels/{channel_id}/messages"
+        route = _route("POST", template, f"/channels/{channel_id}/messages", channel_id)
+        payload = {
+            "content": content,
+            "allowed_mentions": ALLOWED_MENTIONS,
+            "nonce": message_nonce(nonce_key, channel_id, 0),
+            "enforce_nonce": True,
+            "attachments": [{"id": i, "filename": f.filename} for i, f in enumerate(files)],
+        }
+        upload = [
+            (f"files[{i}]", (f.filename, f.content, f.content_type)) for i, f in enumerate(files)
+        ]
+        data = await self._request(route, payload, files=upload)
+        return int(data["id"])
+
+    async def _request(
+        self, route: _Route, body: dict[str, Any] | None = None, *, files: Upload = ()
+    ) -> Any:
         # One call at a time per bucket, so a quota seen by one call holds for the next.
         async with self._locks[route.bucket]:
             failure: DiscordError | None = None
             for attempt in range(1, self._max_attempts + 1):
                 await self._wait_for(route.bucket)
-                outcome = await self._attempt(route, body)
+                outcome = await self._attempt(route, body, files)
                 if isinstance(outcome, httpx.Response):
                     return outcome.json() if outcome.content else None
                 failure = outcome
@@ -173,17 +222,29 @@ class DiscordClient:
             raise failure
 
     async def _attempt(
-        self, route: _Route, body: dict[str, Any] | None
+        self, route: _Route, body: dict[str, Any] | None, files: Upload = ()
     ) -> httpx.Response | DiscordError:
-        """One HTTP call: the response on success, a retryable error, or raise a final one."""
+        """One HTTP call: the response on success, a retryable error, or raise a final one.
+
+        With files the body goes as multipart: the JSON in ``payload_json``, then the files."""
         try:
-            response = await self._http.request(
-                route.method,
-                self._base + route.path,
-                json=body,
-                headers=self._headers,
-                timeout=self._timeout,
-            )
+            if files:
+                response = await self._http.request(
+                    route.method,
+                    self._base + route.path,
+                    data={"payload_json": json.dumps(body)},
+                    files=list(files),
+                    headers=self._headers,
+                    timeout=self._timeout,
+                )
+            else:
+                response = await self._http.request(
+                    route.method,
+                    self._base + route.path,
+                    json=body,
+                    headers=self._headers,
+                    timeout=self._timeout,
+                )
         except httpx.TransportError as exc:
             return DiscordUnavailable(f"{route.label}: no response ({type(exc).__name__})")
         self._note_quota(route.bucket, response)

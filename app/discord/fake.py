@@ -7,12 +7,15 @@ headers), records every call in order, and takes injected faults. Serve ``FakeDi
 
 from __future__ import annotations
 
+import email.policy
+import json
 import math
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.parser import BytesParser
 from typing import Any
 from urllib.parse import unquote
 
@@ -91,6 +94,7 @@ class FakeDiscord:
     reactions: list[Reaction] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     dm_channels: dict[int, int] = field(default_factory=dict)  # user id -> DM channel id
+    uploads: dict[int, bytes] = field(default_factory=dict)  # attachment id -> its bytes
     faults: list[Fault] = field(default_factory=list)
     _exhausted: list[tuple[str, float]] = field(default_factory=list)
     # Called with ("message", message) for every message created, ("reaction", {...}) for
@@ -159,6 +163,13 @@ class FakeDiscord:
         channel_id = self.dm_channels.get(user_id)
         return [] if channel_id is None else self.messages_in(channel_id)
 
+    def attachment(self, message: dict[str, Any], filename: str) -> bytes:
+        """The bytes uploaded as ``filename`` with ``message``."""
+        found = [a for a in message["attachments"] if a["filename"] == filename]
+        if not found:
+            raise KeyError(filename)
+        return self.uploads[int(found[0]["id"])]
+
     def reactions_on(self, message_id: int) -> list[str]:
         return [r.emoji for r in self.reactions if r.message_id == message_id]
 
@@ -175,7 +186,10 @@ class FakeDiscord:
         async def handle(request: Request) -> Response:
             body = await request.body()
             data: Any = None
-            if body:
+            content_type = request.headers.get("content-type", "")
+            if body and content_type.startswith("multipart/form-data"):
+                data = _multipart(content_type, body)
+            elif body:
                 try:
                     data = await request.json()
                 except ValueError:
@@ -250,8 +264,11 @@ class FakeDiscord:
             return failure
         data = data if isinstance(data, dict) else {}
         content = data.get("content") or ""
-        if not content:
+        files: list[tuple[str, bytes]] = data.get(_FILES, [])
+        if not content and not files:
             return _error(400, 50006, "Cannot send an empty message")
+        if sum(len(raw) for _, raw in files) > UPLOAD_LIMIT:
+            return _error(413, 40005, "Request entity too large")
         if len(content) > 2000:
             return _error(
                 400,
@@ -280,6 +297,7 @@ class FakeDiscord:
             nonce=nonce,
             reference=reference,
             allowed_mentions=data.get("allowed_mentions"),
+            files=files,
         )
         return JSONResponse(message)
 
@@ -337,8 +355,14 @@ class FakeDiscord:
         nonce: Any = None,
         reference: dict[str, Any] | None = None,
         allowed_mentions: Any = None,
+        files: list[tuple[str, bytes]] | None = None,
     ) -> dict[str, Any]:
         message_id = self._snowflake()
+        attachments = []
+        for filename, raw in files or []:
+            attachment_id = self._snowflake()
+            self.uploads[attachment_id] = raw
+            attachments.append({"id": str(attachment_id), "filename": filename, "size": len(raw)})
         message: dict[str, Any] = {
             "id": str(message_id),
             "channel_id": str(channel_id),
@@ -354,7 +378,7 @@ class FakeDiscord:
             "message_reference": reference,
             "allowed_mentions": allowed_mentions,
             "mentions": [],
-            "attachments": [],
+            "attachments": attachments,
             "embeds": [],
             "pinned": False,
             "tts": False,
@@ -396,6 +420,31 @@ class FakeDiscord:
                 "max_concurrency": 1,
             },
         }
+
+
+# Discord's upload limit for a bot's message (all files together), as the real API answers.
+UPLOAD_LIMIT = 10 * 1024 * 1024
+_FILES = "__files__"
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
+    """A message create sent as multipart: ``payload_json`` plus ``files[n]`` parts."""
+    parsed = BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
+    data: dict[str, Any] = {}
+    files: list[tuple[str, bytes]] = []
+    for part in parsed.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        raw = part.get_payload(decode=True)
+        if not isinstance(raw, bytes):
+            continue
+        if name == "payload_json":
+            data = json.loads(raw)
+        elif isinstance(name, str) and name.startswith("files["):
+            files.append((str(part.get_filename() or name), raw))
+    data[_FILES] = files
+    return data
 
 
 def _error(status: int, code: int, message: str, **extra: Any) -> JSONResponse:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import SessionFactory, unit_of_work
 from app.inbound import steps
 from app.kit.queue import JobQueue
+from app.kit.sql import rewrite_matching
 from app.models.inbox import InboxEvent
 
 log = logging.getLogger(__name__)
@@ -193,33 +194,6 @@ async def mark_handled(session: AsyncSession, event_id: str) -> None:
     )
 
 
-# Recorded gateway frames keep message text for seven days (de-duplication); blank the
-# person's text there too, keeping the rows so a replayed event is still recognised. The
-# command's own frame is left alone: a retried job must still parse it as `!forgetme`.
-_REDACT_OWN_EVENTS = text(
-    """
-    UPDATE inbox SET payload = jsonb_set(payload, '{d,content}', '""')
-    WHERE payload #>> '{d,author,id}' = :user_id AND id <> :own_event
-      AND coalesce(payload #>> '{d,content}', '') <> ''
-    """
-)
-_REDACT_QUOTED_EVENTS = text(
-    """
-    UPDATE inbox SET payload = jsonb_set(payload, '{d,referenced_message,content}', '""')
-    WHERE payload #>> '{d,referenced_message,author,id}' = :user_id
-      AND coalesce(payload #>> '{d,referenced_message,content}', '') <> ''
-    """
-)
-
-
-async def redact_person(session: AsyncSession, user_id: int, *, keep_event: str) -> int:
-    """Blank the person's words in recorded frames (theirs and quotes of theirs); how many."""
-    args = {"user_id": str(user_id), "own_event": keep_event}
-    own = await session.execute(_REDACT_OWN_EVENTS, args)
-    quoted = await session.execute(_REDACT_QUOTED_EVENTS, {"user_id": str(user_id)})
-    return int(getattr(own, "rowcount", 0)) + int(getattr(quoted, "rowcount", 0))
-
-
 _PENDING = text(
     """
     SELECT id FROM inbox
@@ -252,3 +226,19 @@ async def prune_inbox(sessions: SessionFactory) -> int:
         result = await session.execute(_PRUNE, {"days": DEDUPE_WINDOW.days})
         await steps.prune(session, older_than_days=DEDUPE_WINDOW.days)
     return int(getattr(result, "rowcount", 0))
+
+
+async def scrub_events(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[Any], Any]
+) -> int:
+    """Rewrite recorded frames that hold a person (theirs, quotes of theirs, mentions of
+    them); the rows stay, so a replayed event is still recognised as a duplicate."""
+    return await rewrite_matching(
+        session,
+        table="inbox",
+        key="id",
+        column="payload",
+        patterns=patterns,
+        rewrite=rewrite,
+        json=True,
+    )

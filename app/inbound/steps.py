@@ -3,15 +3,16 @@ replayed job does each side effect once. The one owner of `completed_steps`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.sql import rewrite_matching
 from app.models.inbox import CompletedStep
 
 
@@ -61,7 +62,7 @@ class PostedReply:
     trigger_message_id: int
     channel_id: int
     speaker_id: int
-    reply_message_id: int
+    reply_message_id: int | None
 
 
 # Replies posted (not apologies) between a day and ``grace`` ago with no `remembered` step.
@@ -107,3 +108,30 @@ async def prune(session: AsyncSession, *, older_than_days: int) -> int:
         {"days": older_than_days},
     )
     return int(getattr(result, "rowcount", 0))
+
+
+async def forget_events(session: AsyncSession, event_ids: Collection[str]) -> int:
+    """Drop every step record of these events (an erasure: their results quote the person)."""
+    if not event_ids:
+        return 0
+    result = await session.execute(
+        delete(CompletedStep)
+        .where(CompletedStep.event_id.in_(list(event_ids)))
+        .returning(CompletedStep.step)
+    )
+    return len(result.all())
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[Any], Any]
+) -> int:
+    """Rewrite step results that quote a person (other people's turns that mention them)."""
+    return await rewrite_matching(
+        session,
+        table="completed_steps",
+        key=("event_id", "step"),
+        column="result",
+        patterns=patterns,
+        rewrite=rewrite,
+        json=True,
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json as _json
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, any_, literal, text
@@ -28,3 +29,44 @@ async def bump_identity(session: AsyncSession, table: str) -> None:
     target = max(int(used), int(highest or 0))
     if target > 0:
         await session.execute(text("SELECT setval(:s, :v, true)"), {"s": sequence, "v": target})
+
+
+async def rewrite_matching(
+    session: AsyncSession,
+    *,
+    table: str,
+    key: str | tuple[str, ...],
+    column: str,
+    patterns: Sequence[str],
+    rewrite: Callable[[Any], Any],
+    json: bool = False,
+) -> int:
+    """Rewrite ``column`` of the rows whose text matches any ILIKE pattern (an erasure's
+    scrub, called by the table's owner with its own table): each row's value goes through
+    ``rewrite`` and is written back when it changed. How many rows changed."""
+    if not patterns:
+        return 0
+    keys = (key,) if isinstance(key, str) else key
+    selected = ", ".join(f'"{k}"' for k in keys)
+    text_of = f'"{column}"::text' if json else f'"{column}"'
+    rows = await session.execute(
+        text(
+            f'SELECT {selected}, "{column}" FROM "{table}" '
+            f"WHERE {text_of} ILIKE ANY(CAST(:patterns AS text[]))"
+        ),
+        {"patterns": list(patterns)},
+    )
+    where = " AND ".join(f'"{k}" = :k{i}' for i, k in enumerate(keys))
+    value_sql = "CAST(:value AS jsonb)" if json else ":value"
+    changed = 0
+    for *idents, value in rows.all():
+        new = rewrite(value)
+        if new == value:
+            continue
+        await session.execute(
+            text(f'UPDATE "{table}" SET "{column}" = {value_sql} WHERE {where}'),
+            {"value": _json.dumps(new) if json else new}
+            | {f"k{i}": ident for i, ident in enumerate(idents)},
+        )
+        changed += 1
+    return changed

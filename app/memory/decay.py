@@ -1,5 +1,7 @@
-"""The nightly decay review (seed 000 "Decay"): stale memories, oldest first, kept unless
-Jev explicitly says delete. Reading a record to send it to Jev is a logged read."""
+"""The nightly decay review (seed 000 "Decay"): stale memories, kept unless Jev explicitly
+says delete. A night takes the stale memories least recently reviewed first (then the
+oldest), so every stale memory is reviewed before any is reviewed twice; twenty a night.
+Reading a record to send it to Jev is a logged read."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import unit_of_work
 from app.decision.vocabulary import STALE_OPTIONS, Question
 from app.memory import store
-from app.memory.store import MemoryRecord, Why
+from app.memory.records import MemoryRecord, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,9 @@ async def review_stale(
             outcome.deleted.append(record.id)
         else:
             outcome.skipped.append(record.id)
+    # Kept and unanswered ones wait behind every stale memory not yet reviewed.
+    async with unit_of_work(services.sessions) as session:
+        await store.mark_reviewed(session, [*outcome.kept, *outcome.unanswered])
     return outcome
 
 

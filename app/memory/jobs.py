@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 
 from app.channel import log as channel_log
-from app.channel.exchange import EXCHANGE_SIZE, Line, build_exchange
+from app.channel.exchange import EXCHANGE_SIZE, Place, build_exchange
+from app.channel.log import line_of
 from app.db import unit_of_work
 from app.inbound import steps
-from app.inbound.steps import Step
+from app.inbound.steps import PostedReply, Step
 from app.kit.logs import log_context
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.services import Services
@@ -24,51 +25,34 @@ def remember_job_id(trigger_message_id: int) -> str:
     return f"remember:{trigger_message_id}"
 
 
-async def remember_after_reply(
-    services: Services,
-    *,
-    channel_id: int,
-    trigger_message_id: int,
-    reply_message_id: int | None,
-    speaker_id: int,
-) -> WriteOutcome:
+async def remember_after_reply(services: Services, reply: PostedReply) -> WriteOutcome:
     """Extraction after a reply, then a durable record that it ran (whatever it did)."""
-    outcome = await _extract(
-        services,
-        channel_id=channel_id,
-        trigger_message_id=trigger_message_id,
-        reply_message_id=reply_message_id,
-        speaker_id=speaker_id,
-    )
+    outcome = await _extract(services, reply)
     async with unit_of_work(services.sessions) as session:
-        await steps.record(session, str(trigger_message_id), Step.REMEMBERED, {})
+        await steps.record(session, str(reply.trigger_message_id), Step.REMEMBERED, {})
     return outcome
 
 
-async def _extract(
-    services: Services,
-    *,
-    channel_id: int,
-    trigger_message_id: int,
-    reply_message_id: int | None,
-    speaker_id: int,
-) -> WriteOutcome:
+async def _extract(services: Services, reply: PostedReply) -> WriteOutcome:
     """The channel's last six messages up to the bot's reply, through the write path."""
     if not services.settings.memory_active:
         return WriteOutcome(stopped="memory_off")
-    with log_context(channel_id=channel_id, trigger_id=trigger_message_id):
+    with log_context(channel_id=reply.channel_id, trigger_id=reply.trigger_message_id):
         async with services.sessions() as session:
             messages = await channel_log.exchange_messages(
                 session,
-                channel_id=channel_id,
-                trigger_message_id=trigger_message_id,
-                reply_message_id=reply_message_id,
+                channel_id=reply.channel_id,
+                trigger_message_id=reply.trigger_message_id,
+                reply_message_id=reply.reply_message_id,
                 size=EXCHANGE_SIZE,
             )
-        lines = [Line(m.author_id, m.author_name, m.is_bot, m.content) for m in messages]
-        exchange = build_exchange(lines, speaker_id=speaker_id)
+        exchange = build_exchange(
+            [line_of(m) for m in messages],
+            speaker_id=reply.speaker_id,
+            place=Place(messages[-1].guild_id) if messages else None,
+        )
         outcome = await run_write_path(
-            services, exchange, actor="extraction", trigger=f"reply:{trigger_message_id}"
+            services, exchange, actor="extraction", trigger=f"reply:{reply.trigger_message_id}"
         )
         logger.info(
             "memory extraction done",

@@ -7,25 +7,30 @@ from collections.abc import Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel.exchange import Place
 from app.memory import store
-from app.memory.store import MemoryRecord, Why
+from app.memory.records import MemoryRecord, Why
 
 
 async def recall_for_prompt(
     session: AsyncSession,
     *,
     user_ids: Sequence[int],
+    place: Place,
     actor: str = "reply",
     limit: int = store.RECENT_LIMIT,
 ) -> list[MemoryRecord]:
-    """Up to ``limit`` memories per user, newest first, grouped in ``user_ids`` order.
+    """Up to ``limit`` memories per user that may surface in ``place``, newest first,
+    grouped in ``user_ids`` order: in a guild only what was learned in that guild, in a DM
+    the owner's memories from anywhere.
 
     Each read is logged (committed by the caller), even one that finds nothing."""
     people = list(dict.fromkeys(user_ids))  # each person once, order kept
     await store.lock_owners(session, people)
     recalled: list[MemoryRecord] = []
+    why = Why(actor, "recall")
     for user_id in people:
-        recalled += await store.recent(session, user_id, Why(actor, "recall"), limit=limit)
+        recalled += await store.recent(session, user_id, why, limit=limit, place=place)
     return recalled
 
 

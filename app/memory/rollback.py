@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory
 from app.kit.clock import utcnow
-from app.memory import runs, store
-from app.memory.store import LogEntry, MemoryRecord, Why, recorded_content
+from app.memory import records, runs, store
+from app.memory.records import Forgotten, LogEntry, MemoryRecord, Why, recorded_content
 
 UNDOABLE = store.UNDOABLE
 
@@ -76,11 +76,18 @@ class Plan:
         return self._ids(ReinsertOp)
 
 
-def plan_rollback(log_rows: Iterable[LogEntry], current_rows: Mapping[int, MemoryRecord]) -> Plan:
+def plan_rollback(
+    log_rows: Iterable[LogEntry],
+    current_rows: Mapping[int, MemoryRecord],
+    forgotten: Forgotten | None = None,
+) -> Plan:
     """Replay the run's changes in reverse over the current rows (pure).
 
     A record that changed after the run is skipped, and so is every older change the run
-    made to it: undoing those would overwrite the later change too."""
+    made to it: undoing those would overwrite the later change too. Nothing forgotten comes
+    back: a memory its owner or staff deleted after the run, a memory of a person who ran
+    `!memory forget all` or was erased after the run, a memory expired by retention."""
+    forgotten = forgotten or Forgotten()
     plan = Plan()
     state: dict[int, MemoryRecord | None] = dict(current_rows)
     tainted: set[int] = set()
@@ -91,7 +98,7 @@ def plan_rollback(log_rows: Iterable[LogEntry], current_rows: Mapping[int, Memor
         if memory_id in tainted:
             plan.skipped.append(Skip(memory_id, entry.action, "changed again after the run"))
             continue
-        outcome = _undo(entry, state.get(memory_id))
+        outcome = forgotten.reason_for(entry) or _undo(entry, state.get(memory_id))
         if isinstance(outcome, str):
             plan.skipped.append(Skip(memory_id, entry.action, outcome))
             tainted.add(memory_id)
@@ -108,7 +115,7 @@ def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
     if entry.action == "delete":
         if current is not None:
             return "the id exists again"
-        restored = store.decode(memory_id, entry.user_id, entry.before)
+        restored = records.decode(memory_id, entry.user_id, entry.before)
         return ReinsertOp(restored) if restored else "no before state recorded"
     if current is None:
         return "deleted after the run"
@@ -116,7 +123,7 @@ def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
         return "changed after the run"
     if entry.action == "add":
         return DeleteOp(current)
-    recorded = store.decode(memory_id, entry.user_id, entry.before)
+    recorded = records.decode(memory_id, entry.user_id, entry.before)
     if recorded is None:
         return "no before state recorded"
     updated_at = recorded.updated_at or current.updated_at
@@ -131,6 +138,14 @@ def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
 
 class RunNotFound(LookupError):
     pass
+
+
+class ContentRedacted(Exception):
+    """Ledger content retention removed the text this rollback would need."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"nightly run {run_id}: its ledger text is past LEDGER_CONTENT_DAYS")
+        self.run_id = run_id
 
 
 class AlreadyRolledBack(Exception):
@@ -154,7 +169,11 @@ async def rollback_run(
         async with sessions() as session, session.begin():
             run = await _target_run(session, run_id)
             entries = await store.run_entries(session, run.id)
-            plan = plan_rollback(entries, await store.current_for_rollback(session, entries))
+            current = await store.current_for_rollback(session, entries)
+            # Read under the owners' locks: a forget racing this rollback either committed
+            # before (and is seen here) or waits for it (and then deletes what it restored).
+            forgotten = await store.forgotten(session, entries)
+            plan = plan_rollback(entries, current, forgotten)
             if dry_run:
                 raise _DryRun(RollbackResult(run.id, True, plan))  # leaves via rollback
             await _apply(session, run.id, plan)
@@ -176,6 +195,8 @@ async def _target_run(session: AsyncSession, run_id: int | None) -> runs.Run:
         raise RunNotFound(f"no nightly run {run_id}")
     if run.rolled_back_at is not None:
         raise AlreadyRolledBack(run_id)
+    if run.content_redacted_at is not None:
+        raise ContentRedacted(run_id)
     return run
 
 

@@ -4,12 +4,12 @@ the active style, erasure scrubs them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -32,6 +32,7 @@ class Run:
     started_at: datetime
     finished_at: datetime | None
     rolled_back_at: datetime | None
+    content_redacted_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ def _run(row: NightlyRun) -> Run:
         started_at=row.started_at,
         finished_at=row.finished_at,
         rolled_back_at=row.rolled_back_at,
+        content_redacted_at=row.content_redacted_at,
     )
 
 
@@ -146,6 +148,15 @@ async def mark_rolled_back(session: AsyncSession, run: Run, now: datetime) -> No
     await session.execute(update(NightlyRun).where(NightlyRun.id == run.id).values(values))
 
 
+async def mark_content_redacted(session: AsyncSession, run_ids: Sequence[int]) -> None:
+    if run_ids:
+        await session.execute(
+            update(NightlyRun)
+            .where(NightlyRun.id.in_(list(run_ids)), NightlyRun.content_redacted_at.is_(None))
+            .values(content_redacted_at=func.now())
+        )
+
+
 # --- style overrides --------------------------------------------------------------------------
 
 
@@ -198,3 +209,23 @@ async def insert_imported(session: AsyncSession, values: dict[str, Any]) -> int:
     session.add(row)
     await session.flush()
     return row.id
+
+
+async def blank_diaries(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
+    """Blank the diaries ``doomed`` picks (an erasure: a diary that names the person)."""
+    rows = await session.execute(
+        select(NightlyRun.id, NightlyRun.diary).where(NightlyRun.diary.is_not(None))
+    )
+    ids = [run_id for run_id, diary in rows if diary and doomed(diary)]
+    if ids:
+        await session.execute(update(NightlyRun).where(NightlyRun.id.in_(ids)).values(diary=""))
+    return len(ids)
+
+
+async def delete_styles(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
+    """Delete (revert) the style revisions ``doomed`` picks: one that quoted the person."""
+    rows = await session.execute(select(StyleOverride.id, StyleOverride.content))
+    ids = [style_id for style_id, content in rows if doomed(content)]
+    if ids:
+        await session.execute(delete(StyleOverride).where(StyleOverride.id.in_(ids)))
+    return len(ids)

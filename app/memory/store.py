@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from prometheus_client import Counter
 from sqlalchemy import (
     Text,
     any_,
+    case,
     delete,
     event,
     exists,
@@ -29,20 +30,34 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from app.channel.exchange import Place
 from app.kit.locks import lock_key
 from app.kit.sql import any_array, bump_identity
-from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog
+from app.memory.records import (
+    REDACTED,
+    Forgetting,
+    Forgotten,
+    LedgerRow,
+    LogEntry,
+    MemoryRecord,
+    Origin,
+    Profile,
+    Provenance,
+    SourceMessage,
+    Why,
+    encode,
+)
+from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog, MemorySource
 
 __all__ = ["ACTIONS", "ACTORS"]
 
 LOCK_NAMESPACE = "memory-user"
 RECENT_LIMIT = 10
-REDACTED: dict[str, Any] = {"redacted": True}
 UNDOABLE = ("add", "update", "delete")
 
 MEMORY_CHANGES = Counter(
@@ -52,94 +67,15 @@ MEMORY_CHANGES = Counter(
 )
 
 
-# --- plain data ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """One memory as plain data: what callers read, and what the ledger records."""
-
-    id: int
-    user_id: int
-    content: str
-    source: str = "self"
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Why:
-    """Who reads or changes a profile, and why: every ledger row carries this."""
-
-    actor: str
-    reason: str = ""
-    run_id: int | None = None
-    trigger: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    """One ledger row of a change, as the rollback planner needs it."""
-
-    id: int
-    memory_id: int | None
-    user_id: int
-    action: str
-    before: Mapping[str, Any] | None
-    after: Mapping[str, Any] | None
-
-
 def _record(row: Memory) -> MemoryRecord:
+    origin = Origin(row.origin, row.origin_guild_id)
     return MemoryRecord(
-        row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at
+        row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at, origin
     )
 
 
-# --- the ledger's JSON codec (the only one) -----------------------------------------------
-
-
-def encode(record: MemoryRecord) -> dict[str, Any]:
-    """A memory as the ledger's before/after JSON (snowflakes as strings)."""
-    return {
-        "id": record.id,
-        "user_id": str(record.user_id),
-        "content": record.content,
-        "source": record.source,
-        "created_at": record.created_at.isoformat() if record.created_at else None,
-        "updated_at": record.updated_at.isoformat() if record.updated_at else None,
-    }
-
-
-def decode(memory_id: int, user_id: int, data: Mapping[str, Any] | None) -> MemoryRecord | None:
-    """A memory as the ledger recorded it; None when there is no text (absent or redacted)."""
-    content = data.get("content") if data else None
-    if not isinstance(content, str) or data is None:
-        return None
-    source = data.get("source")
-    return MemoryRecord(
-        id=memory_id,
-        user_id=user_id,
-        content=content,
-        source=source if isinstance(source, str) else "self",
-        created_at=_time(data.get("created_at")),
-        updated_at=_time(data.get("updated_at")),
-    )
-
-
-def recorded_content(data: Mapping[str, Any] | None) -> str | None:
-    value = data.get("content") if data else None
-    return value if isinstance(value, str) else None
-
-
-def _time(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
+def _origin_values(origin: Origin) -> dict[str, Any]:
+    return {"origin": origin.kind, "origin_guild_id": origin.guild_id}
 
 
 # --- locks and the commit-time metrics ----------------------------------------------------
@@ -220,29 +156,119 @@ async def _log_read(
 # --- reads (each one logged) ----------------------------------------------------------------
 
 
-def _newest_first(user_id: int) -> Any:
+def _visible_in(place: Place | None) -> Any:
+    """The rows an origin lets surface in ``place`` (None: everywhere, e.g. the owner's own
+    listing). In a DM with the owner every memory may surface; in a guild only memories
+    learned in that guild (and rows written by hand, which have no origin)."""
+    if place is None or place.is_dm:
+        return True
+    return (Memory.origin == "any") | (
+        (Memory.origin == "guild") & (Memory.origin_guild_id == place.guild_id)
+    )
+
+
+def _newest_first(user_id: int, place: Place | None = None) -> Any:
     return (
         select(Memory)
-        .where(Memory.user_id == user_id)
+        .where(Memory.user_id == user_id, _visible_in(place))
         .order_by(Memory.updated_at.desc(), Memory.id.desc())
     )
 
 
 async def recent(
-    session: AsyncSession, user_id: int, why: Why, *, limit: int = RECENT_LIMIT
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    *,
+    limit: int | None = RECENT_LIMIT,
+    place: Place | None = None,
 ) -> list[MemoryRecord]:
-    """Up to ``limit`` of the person's memories, most recently updated first."""
+    """Up to ``limit`` (None: all) of the person's memories that may surface in ``place``,
+    most recently updated first."""
     await lock_owners(session, [user_id])
-    rows = await session.scalars(_newest_first(user_id).limit(limit))
+    query = _newest_first(user_id, place)
+    rows = await session.scalars(query.limit(limit) if limit is not None else query)
     records = [_record(row) for row in rows]
     await _log_read(session, why, user_id, records)
     return records
 
 
-async def count(session: AsyncSession, user_id: int) -> int:
-    """How many memories the person has (a number, not a read of any memory)."""
-    total = await session.scalar(select(func.count()).where(Memory.user_id == user_id))
+async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:
+    """How many of the person's memories may surface in ``place`` (a number, not a read)."""
+    total = await session.scalar(
+        select(func.count()).where(Memory.user_id == user_id, _visible_in(place))
+    )
     return int(total or 0)
+
+
+async def get(
+    session: AsyncSession, memory_id: int, why: Why, *, owner: int | None = None
+) -> MemoryRecord | None:
+    """One memory (only ``owner``'s when given), its read logged under its owner."""
+    row = await session.get(Memory, memory_id, populate_existing=True)
+    if row is None or (owner is not None and row.user_id != owner):
+        return None
+    record = _record(row)
+    await _log_read(session, why, record.user_id, [record])
+    return record
+
+
+async def sources_of(
+    session: AsyncSession, memory_ids: Collection[int]
+) -> dict[int, list[SourceMessage]]:
+    """The messages each memory was learned from, oldest first (ids, no text)."""
+    if not memory_ids:
+        return {}
+    rows = await session.scalars(
+        select(MemorySource)
+        .where(MemorySource.memory_id.in_(list(memory_ids)))
+        .order_by(MemorySource.id)
+    )
+    found: dict[int, list[SourceMessage]] = {}
+    for row in rows:
+        found.setdefault(row.memory_id, []).append(
+            SourceMessage(row.message_id, row.channel_id, row.guild_id, row.trigger, row.created_at)
+        )
+    return found
+
+
+def _ledger_row(row: MemoryLog) -> LedgerRow:
+    return LedgerRow(
+        id=row.id,
+        memory_id=row.memory_id,
+        user_id=row.user_id,
+        actor=row.actor,
+        action=row.action,
+        reason=row.reason,
+        before=row.before,
+        after=row.after,
+        run_id=row.run_id,
+        created_at=row.created_at,
+    )
+
+
+async def history(
+    session: AsyncSession,
+    why: Why,
+    *,
+    user_id: int,
+    memory_id: int | None = None,
+    limit: int | None = None,
+    before_id: int | None = None,
+) -> list[LedgerRow]:
+    """The person's ledger rows (or one memory's), newest first, paged by id. Reading the
+    ledger is itself a logged read of that person's profile."""
+    query = select(MemoryLog).where(MemoryLog.user_id == user_id)
+    if memory_id is not None:
+        query = query.where(MemoryLog.memory_id == memory_id)
+    if before_id is not None:
+        query = query.where(MemoryLog.id < before_id)
+    query = query.order_by(MemoryLog.id.desc())
+    found = await session.scalars(query.limit(limit) if limit is not None else query)
+    rows = [_ledger_row(row) for row in found]
+    ids = [memory_id] if memory_id is not None else []
+    await _log(session, why, "read", user_id, None, None, ids)
+    return rows
 
 
 async def by_ids(session: AsyncSession, ids: Sequence[int], why: Why) -> list[MemoryRecord]:
@@ -266,13 +292,53 @@ def _fresh(*where: Any) -> Any:
 async def stale_ids(session: AsyncSession, *, cutoff: datetime, limit: int) -> list[int]:
     """Ids of memories not updated since ``cutoff``, oldest first (ids only: reading their
     text is ``by_ids``, which logs it)."""
+    # Never-reviewed first, then the least recently reviewed: every stale memory is reviewed
+    # before any is reviewed twice.
     query = (
         select(Memory.id)
         .where(Memory.updated_at < cutoff)
-        .order_by(Memory.updated_at, Memory.id)
+        .order_by(Memory.reviewed_at.asc().nulls_first(), Memory.updated_at, Memory.id)
         .limit(limit)
     )
     return list((await session.scalars(query)).all())
+
+
+async def provenance(
+    session: AsyncSession, memory_id: int, why: Why, *, owner: int | None = None
+) -> Provenance | None:
+    """One memory (only ``owner``'s when given), its sources and its ledger changes; one
+    logged read. None for a memory that does not exist or is not ``owner``'s."""
+    row = await session.get(Memory, memory_id, populate_existing=True)
+    if row is None or (owner is not None and row.user_id != owner):
+        return None
+    record = _record(row)
+    sources = (await sources_of(session, [memory_id])).get(memory_id, [])
+    logged = await session.scalars(
+        select(MemoryLog)
+        .where(MemoryLog.memory_id == memory_id, MemoryLog.action != "read")
+        .order_by(MemoryLog.id)
+    )
+    await _log_read(session, why, record.user_id, [record])
+    return Provenance(record, sources, [_ledger_row(r) for r in logged])
+
+
+async def profile(session: AsyncSession, user_id: int, why: Why) -> Profile:
+    """All of the person's memories with their sources, and the person's whole ledger
+    history; one logged read of every memory returned."""
+    memories = await recent(session, user_id, why, limit=None)
+    sources = await sources_of(session, [m.id for m in memories])
+    logged = await session.scalars(
+        select(MemoryLog).where(MemoryLog.user_id == user_id).order_by(MemoryLog.id)
+    )
+    return Profile(memories, sources, [_ledger_row(r) for r in logged])
+
+
+async def mark_reviewed(session: AsyncSession, ids: Collection[int]) -> None:
+    """The decay review looked at these (bookkeeping, not a change of any memory's content)."""
+    if ids:
+        await session.execute(
+            update(Memory).where(Memory.id.in_(list(ids))).values(reviewed_at=func.now())
+        )
 
 
 # --- changes ----------------------------------------------------------------------------------
@@ -305,46 +371,81 @@ async def _locked_current(
 
 
 async def add(
-    session: AsyncSession, user_id: int, content: str, why: Why, *, source: str = "self"
+    session: AsyncSession,
+    user_id: int,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
+    source: str = "self",
 ) -> MemoryRecord:
+    """A new memory with the origin of the place it was learned in and links to the
+    messages it was learned from."""
     await lock_owners(session, [user_id])
+    origin = Origin.learned_in(learned_in)
     row = await session.scalar(
         insert(Memory)
-        .values(user_id=user_id, content=content, source=source)
+        .values(user_id=user_id, content=content, source=source, **_origin_values(origin))
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
     assert row is not None
     record = _record(row)
-    await _log(
-        session,
-        why,
-        action="add",
-        user_id=user_id,
-        memory_id=record.id,
-        before=None,
-        after=encode(record),
-    )
+    await _link_sources(session, record.id, sources, why.trigger)
+    await _log(session, why, "add", user_id, record.id, None, encode(record))
     return record
 
 
+async def _link_sources(
+    session: AsyncSession, memory_id: int, sources: Sequence[SourceMessage], trigger: str | None
+) -> None:
+    if not sources:
+        return
+    await session.execute(
+        pg_insert(MemorySource)
+        .values(
+            [
+                {
+                    "memory_id": memory_id,
+                    "message_id": s.message_id,
+                    "channel_id": s.channel_id,
+                    "guild_id": s.guild_id,
+                    "trigger": trigger,
+                }
+                for s in sources
+            ]
+        )
+        .on_conflict_do_nothing()
+    )
+
+
 async def rewrite(
-    session: AsyncSession, expected: MemoryRecord, content: str, why: Why
+    session: AsyncSession,
+    expected: MemoryRecord,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
 ) -> MemoryRecord | None:
     """Rewrite the text (and touch updated_at) only if the record is still as ``expected``;
-    None when it changed or went since (the later change wins)."""
+    None when it changed or went since (the later change wins). What was learned in
+    ``learned_in`` narrows the origin, never widens it."""
     current = await _locked_current(session, expected.id, expected.user_id)
     if current is None or not unchanged(current, expected):
         return None
+    origin = current.origin.narrowed_by(learned_in)
     row = await session.scalar(
         update(Memory)
         .where(Memory.id == expected.id)
-        .values(content=content, updated_at=func.now())
+        .values(content=content, updated_at=func.now(), reviewed_at=None, **_origin_values(origin))
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
     assert row is not None
     record = _record(row)
+    await _link_sources(session, record.id, sources, why.trigger)
     await _log(session, why, "update", record.user_id, record.id, encode(current), encode(record))
     return record
 
@@ -356,14 +457,16 @@ async def delete_one(
     *,
     owner: int | None = None,
     expected: MemoryRecord | None = None,
+    visible_in: Place | None = None,
     redact: bool = False,
 ) -> MemoryRecord | None:
-    """Delete one memory and log it; None when it is gone, is not ``owner``'s, or changed
-    since ``expected``. The ledger keeps the before state unless ``redact``."""
+    """Delete one memory and log it; None when it is gone, is not ``owner``'s, may not
+    surface in ``visible_in``, or changed since ``expected``. The ledger keeps the before
+    state unless ``redact``."""
     if owner is None and expected is not None:
         owner = expected.user_id
     current = await _locked_current(session, memory_id, owner)
-    if current is None:
+    if current is None or (visible_in is not None and not current.origin.visible_in(visible_in)):
         return None
     if expected is not None and not unchanged(current, expected):
         return None
@@ -380,6 +483,15 @@ async def delete_owned_by(
     records = [_record(row) for row in rows]
     await _delete(session, records, why, redact=redact)
     return records
+
+
+async def forget_everything(session: AsyncSession, user_id: int, why: Why) -> list[MemoryRecord]:
+    """`!memory forget all`: every memory deleted and logged, and one row for the person
+    (memory_id null) saying they asked, even when nothing was left to delete, so no later
+    rollback restores a memory of theirs that an earlier night had removed."""
+    gone = await delete_owned_by(session, user_id, why)
+    await _log(session, why, "delete", user_id, None, None, {"forgot_all": len(gone)})
+    return gone
 
 
 async def _delete(
@@ -427,7 +539,7 @@ async def _redact_history(session: AsyncSession, memory_ids: Sequence[int]) -> i
 
 @dataclass(frozen=True, slots=True)
 class Erased:
-    memories: int
+    memories: list[MemoryRecord]  # what was deleted (its text only to take it out elsewhere)
     ledger_rows_redacted: int
 
 
@@ -439,7 +551,76 @@ async def erase_owner(session: AsyncSession, user_id: int, why: Why) -> Erased:
         session, "user_id = :user_id AND actor <> :actor", {"user_id": user_id, "actor": why.actor}
     )
     gone = await delete_owned_by(session, user_id, why, redact=True)
-    return Erased(memories=len(gone), ledger_rows_redacted=redacted)
+    if gone:
+        await session.execute(
+            delete(MemorySource).where(MemorySource.memory_id.in_([m.id for m in gone]))
+        )
+    return Erased(memories=gone, ledger_rows_redacted=redacted)
+
+
+async def scrub_others(
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    *,
+    patterns: Sequence[str],
+    found_in: Callable[[str], bool],
+    scrub: Callable[[str], str],
+) -> int:
+    """Take an erased person out of everyone else's memories: a memory that names them is
+    rewritten without them (logged, its history's text redacted, since that text named
+    them too), and any other ledger row that names them loses its text. How many rows."""
+    if not patterns:
+        return 0
+    candidates = await session.execute(
+        select(Memory.id, Memory.user_id).where(
+            Memory.user_id != user_id,
+            Memory.content.ilike(any_(literal(list(patterns), ARRAY(Text)))),
+        )
+    )
+    owners = dict(candidates.tuples().all())
+    await lock_owners(session, owners.values())
+    changed = 0
+    for row in await session.scalars(_fresh(Memory.id.in_(owners)).with_for_update()):
+        if not found_in(row.content):
+            continue
+        await session.execute(
+            update(Memory).where(Memory.id == row.id).values(content=scrub(row.content))
+        )
+        await _redact_history(session, [row.id])
+        await _log(session, why, "update", row.user_id, row.id, dict(REDACTED), dict(REDACTED))
+        changed += 1
+    return changed + await _redact_rows_naming(session, user_id, patterns, found_in)
+
+
+async def _redact_rows_naming(
+    session: AsyncSession, user_id: int, patterns: Sequence[str], found_in: Callable[[str], bool]
+) -> int:
+    rows = await session.execute(
+        select(MemoryLog.id, MemoryLog.before, MemoryLog.after).where(
+            MemoryLog.user_id != user_id,
+            MemoryLog.action != "read",
+            func.concat(MemoryLog.before.cast(Text), MemoryLog.after.cast(Text)).ilike(
+                any_(literal(list(patterns), ARRAY(Text)))
+            ),
+        )
+    )
+    ids = [
+        row_id
+        for row_id, before, after in rows
+        if found_in(json.dumps([before, after], ensure_ascii=False))
+    ]
+    if ids:
+        marker = dict(REDACTED)
+        await session.execute(
+            update(MemoryLog)
+            .where(MemoryLog.id.in_(ids))
+            .values(
+                before=case((MemoryLog.before.is_(None), None), else_=literal(marker, JSONB)),
+                after=case((MemoryLog.after.is_(None), None), else_=literal(marker, JSONB)),
+            )
+        )
+    return len(ids)
 
 
 async def record_erasure(session: AsyncSession, user_id: int, why: Why, receipt: Any) -> None:
@@ -494,8 +675,18 @@ async def purge_expired(
         .with_for_update()
     )
     records = [_record(row) for row in rows]
-    await _delete(session, records, why, redact=False)
+    # Durable is not indefinite (MEM-06): the ledger keeps that it happened, not the text.
+    await _delete(session, records, why, redact=True)
     return [record.id for record in records]
+
+
+async def redact_content_before(session: AsyncSession, cutoff: datetime) -> set[int]:
+    """Ledger content retention: rows older than ``cutoff`` keep their ids, actor, action,
+    run and time, but no memory text. The runs whose rows lost their text (they can no longer
+    be rolled back)."""
+    statement = text(_REDACT.format(scope="created_at < :cutoff") + " RETURNING run_id")
+    result = await session.execute(statement, {"marker": json.dumps(REDACTED), "cutoff": cutoff})
+    return {run_id for (run_id,) in result if run_id is not None}
 
 
 # --- the ledger, read by the write path, the nightly summary and the rollback ------------
@@ -545,6 +736,45 @@ async def run_changes(
     return [(int(memory_id), action, reason) for memory_id, action, reason in rows]
 
 
+FORGET_ACTORS = {
+    "command": "deleted after the run by its owner",
+    "staff": "deleted after the run by staff",
+    "forgetme": "erased after the run (!forgetme)",
+    "retention": "expired by retention",
+}
+PERSON_FORGETS = {
+    "command": "its owner ran `!memory forget all` after the run",
+    "forgetme": "its owner was erased after the run",
+}
+
+
+async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgotten:
+    """Every ledger row that forgot one of these memories, or everything of one of their
+    owners (what a rollback must never bring back)."""
+    memory_ids = {e.memory_id for e in entries if e.memory_id is not None}
+    user_ids = {e.user_id for e in entries}
+    if not memory_ids:
+        return Forgotten()
+    rows = await session.execute(
+        select(MemoryLog.id, MemoryLog.memory_id, MemoryLog.user_id, MemoryLog.actor).where(
+            MemoryLog.action == "delete",
+            MemoryLog.actor.in_(list(FORGET_ACTORS)),
+            MemoryLog.memory_id.in_(memory_ids)
+            | (MemoryLog.memory_id.is_(None) & MemoryLog.user_id.in_(user_ids)),
+        )
+    )
+    memories: dict[int, list[Forgetting]] = {}
+    people: dict[int, list[Forgetting]] = {}
+    for ledger_id, memory_id, user_id, actor in rows:
+        if memory_id is not None:
+            memories.setdefault(memory_id, []).append(
+                Forgetting(ledger_id, FORGET_ACTORS[actor], whenever=actor == "retention")
+            )
+        elif actor in PERSON_FORGETS:
+            people.setdefault(user_id, []).append(Forgetting(ledger_id, PERSON_FORGETS[actor]))
+    return Forgotten(memories, people)
+
+
 async def current_for_rollback(
     session: AsyncSession, entries: Sequence[LogEntry]
 ) -> dict[int, MemoryRecord]:
@@ -567,6 +797,7 @@ async def rollback_restore(
     session: AsyncSession, current: MemoryRecord, restored: MemoryRecord, why: Why
 ) -> None:
     """Undo an update: the before content (and its updated_at) back."""
+    # The older text comes back under the current origin: a rollback never widens it.
     values: dict[str, Any] = {"content": restored.content}
     if restored.updated_at is not None:
         values["updated_at"] = restored.updated_at
@@ -584,6 +815,7 @@ async def rollback_reinsert(session: AsyncSession, restored: MemoryRecord, why: 
         "user_id": restored.user_id,
         "content": restored.content,
         "source": restored.source,
+        **_origin_values(restored.origin),
     }
     if restored.created_at is not None:
         values["created_at"] = restored.created_at

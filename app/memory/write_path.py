@@ -16,7 +16,7 @@ from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
 from app.kit.clock import utcnow
-from app.memory import store
+from app.memory import consent, store
 from app.memory.prompts import (
     VerdictLine,
     add_prompt,
@@ -26,7 +26,7 @@ from app.memory.prompts import (
     writer_request,
     writer_system,
 )
-from app.memory.store import MemoryRecord, Why
+from app.memory.records import MemoryRecord, SourceMessage, Why
 from app.services import Services
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,9 @@ async def run_write_path(
     speaker = exchange.speaker_id
     if trigger is not None and await _already_applied(services.sessions, speaker, trigger):
         return WriteOutcome(stopped="already_applied")
+    # Consent: nothing new is learned about a paused person, not even whether it is worth it.
+    if await _paused(services.sessions, speaker):
+        return WriteOutcome(stopped="paused")
     worth = await services.decider.probability(
         Question.WORTH_KEEPING, worth_keeping_prompt(exchange)
     )
@@ -85,12 +88,12 @@ async def run_write_path(
     if worth < YES_THRESHOLD:
         return WriteOutcome(stopped="not_worth_keeping")
     why = Why(actor=actor, run_id=run_id, trigger=trigger)
-    records = await _read(services.sessions, speaker, why)
+    records = await _read(services.sessions, exchange, why)
     verdicts = await asyncio.gather(*(_verdict(services, exchange, r) for r in records))
     add_reason = await _decide_add(services, exchange, records, verdicts)
     outcome = WriteOutcome()
     plan = await _write_texts(services, exchange, records, verdicts, add_reason, outcome)
-    return await _apply(services.sessions, speaker, plan, outcome, why, read_at)
+    return await _apply(services.sessions, exchange, plan, outcome, why, read_at)
 
 
 async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str) -> bool:
@@ -98,10 +101,20 @@ async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str)
         return await store.trigger_applied(session, user_id=speaker, trigger=trigger)
 
 
-async def _read(sessions: SessionFactory, speaker: int, why: Why) -> list[MemoryRecord]:
-    """Step 3: up to ten memories, newest first, read and logged under the user's lock."""
+async def _paused(sessions: SessionFactory, speaker: int) -> bool:
+    async with sessions() as session:
+        return await consent.paused_since(session, speaker) is not None
+
+
+async def _read(sessions: SessionFactory, exchange: Exchange, why: Why) -> list[MemoryRecord]:
+    """Step 3: up to ten memories, newest first, read and logged under the user's lock.
+
+    Only memories that may surface where the exchange happened: a conversation in one
+    guild never rewrites (or deletes) what the person said in a DM or another guild."""
     async with unit_of_work(sessions) as session:
-        return await store.recent(session, speaker, replace(why, reason="write path"))
+        return await store.recent(
+            session, exchange.speaker_id, replace(why, reason="write path"), place=exchange.place
+        )
 
 
 async def _verdict(services: Services, exchange: Exchange, record: MemoryRecord) -> str | None:
@@ -186,9 +199,14 @@ async def _write(
     return _Discarded(written.fact) if written.fact else None
 
 
+def _sources(exchange: Exchange) -> list[SourceMessage]:
+    guild = exchange.place.guild_id if exchange.place is not None else None
+    return [SourceMessage(m, c, guild) for m, c in exchange.speaker_messages]
+
+
 async def _apply(
     sessions: SessionFactory,
-    speaker: int,
+    exchange: Exchange,
     plan: Plan,
     outcome: WriteOutcome,
     why: Why,
@@ -199,6 +217,7 @@ async def _apply(
     A record that changed since it was read is skipped: the later change wins."""
     if not (plan.deletes or plan.updates or plan.add):
         return outcome
+    speaker, place, sources = exchange.speaker_id, exchange.place, _sources(exchange)
     async with unit_of_work(sessions) as session:
         await store.lock_owners(session, [speaker])
         if why.trigger is not None and await store.trigger_applied(
@@ -209,17 +228,23 @@ async def _apply(
         if await store.erased_since(session, speaker, read_at, ERASURE_ACTOR):
             outcome.stopped = "erased"
             return outcome
+        if await consent.paused_since(session, speaker) is not None:
+            outcome.stopped = "paused"  # paused while the models were being asked
+            return outcome
         for record in plan.deletes:
             verdict = replace(why, reason="memory_verdict: delete")
             gone = await store.delete_one(session, record.id, verdict, expected=record)
             _settle(record, "delete", gone is not None, outcome.deleted, outcome)
         for record, text in plan.updates:
             verdict = replace(why, reason="memory_verdict: update")
-            done = await store.rewrite(session, record, text, verdict)
+            done = await store.rewrite(
+                session, record, text, verdict, learned_in=place, sources=sources
+            )
             _settle(record, "update", done is not None, outcome.updated, outcome)
         if plan.add is not None:
+            reason = replace(why, reason=plan.add_reason)
             added = await store.add(
-                session, speaker, plan.add, replace(why, reason=plan.add_reason)
+                session, speaker, plan.add, reason, learned_in=place, sources=sources
             )
             outcome.added.append(added.id)
     return outcome

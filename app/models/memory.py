@@ -9,13 +9,18 @@ from sqlalchemy import (
     Identity,
     Index,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, CreatedAt, Json, Snowflake
+from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
 
 SOURCES = ("self", "operator", "import")
+# Where a memory was learned, which bounds where it may be recalled: a guild (origin_guild_id),
+# a DM, or unknown (learned before origins were recorded; treated as private). "any" is only
+# the default of a row written by hand: the bot never writes it.
+ORIGINS = ("any", "guild", "dm", "unknown")
 ACTORS = (
     "extraction",
     "reply",
@@ -25,6 +30,7 @@ ACTORS = (
     "staff",
     "retention",
     "forgetme",
+    "admin",
 )
 ACTIONS = ("read", "add", "update", "delete", "rollback")
 
@@ -40,11 +46,17 @@ class Memory(Base):
     user_id: Mapped[Snowflake]
     content: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text, server_default=text("'self'"))
+    origin: Mapped[str] = mapped_column(Text, server_default=text("'any'"))
+    origin_guild_id: Mapped[Snowflake | None]
     created_at: Mapped[CreatedAt]
     updated_at: Mapped[CreatedAt]
+    # When the nightly decay review last looked at it (reset when its text changes).
+    reviewed_at: Mapped[Timestamp | None]
 
     __table_args__ = (
         CheckConstraint(_one_of("source", SOURCES), name="source"),
+        CheckConstraint(_one_of("origin", ORIGINS), name="origin"),
+        CheckConstraint("(origin = 'guild') = (origin_guild_id IS NOT NULL)", name="origin_guild"),
         Index("ix_memories_user_recent", "user_id", text("updated_at DESC")),
         Index("ix_memories_updated_at", "updated_at"),
     )
@@ -80,4 +92,24 @@ class MemoryLog(Base):
             "trigger",
             postgresql_where=text("trigger IS NOT NULL"),
         ),
+    )
+
+
+class MemorySource(Base):
+    """A message a memory was learned from (provenance): where it was said, and the batch
+    (the write path's trigger: a reply, a nightly chunk, a consolidation batch)."""
+
+    __tablename__ = "memory_sources"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    memory_id: Mapped[Snowflake]
+    message_id: Mapped[Snowflake]
+    channel_id: Mapped[Snowflake]
+    guild_id: Mapped[Snowflake | None]
+    trigger: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[CreatedAt]
+
+    __table_args__ = (
+        UniqueConstraint("memory_id", "message_id"),
+        Index("ix_memory_sources_message_id", "message_id"),
     )

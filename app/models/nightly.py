@@ -23,6 +23,8 @@ class NightlyRun(Base):
     started_at: Mapped[CreatedAt]
     finished_at: Mapped[Timestamp | None]
     rolled_back_at: Mapped[Timestamp | None]
+    # When ledger content retention removed the text of its changes: it cannot be undone.
+    content_redacted_at: Mapped[Timestamp | None]
 
     __table_args__ = (
         # One live run per JST day, however many workers race for it.

@@ -13,6 +13,7 @@ class Observation(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
     channel_id: Mapped[Snowflake]
+    guild_id: Mapped[Snowflake | None]
     user_id: Mapped[Snowflake]
     kind: Mapped[str] = mapped_column(Text)
     message_id: Mapped[Snowflake | None]
@@ -37,6 +38,7 @@ class Episode(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
     channel_id: Mapped[Snowflake]
+    guild_id: Mapped[Snowflake | None]
     content: Mapped[str] = mapped_column(Text)
     created_at: Mapped[CreatedAt]
 

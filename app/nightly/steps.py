@@ -13,12 +13,12 @@ from typing import Any
 
 from app.channel import log as channel_log
 from app.channel import signals
-from app.channel.exchange import EXCHANGE_SIZE, Exchange, Line, build_exchange, in_sixes
-from app.channel.log import LoggedMessage
+from app.channel.exchange import EXCHANGE_SIZE, Exchange, Place, build_exchange, in_sixes
+from app.channel.log import LoggedMessage, line_of
 from app.chat.base import ChatFailed
 from app.commands.parser import parse_command
 from app.db import unit_of_work
-from app.memory import runs
+from app.memory import consent, runs
 from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
 from app.memory.write_path import run_write_path
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
@@ -81,14 +81,21 @@ async def run_step(services: Services, run: RunView, step: str) -> StepResult:
 
 def plan_chunks(messages: Iterable[LoggedMessage]) -> dict[int, list[list[LoggedMessage]]]:
     """Pure: human messages by speaker, in sixes cut from the newest end, the newest five
-    chunks kept, oldest first (a later chunk can update what an earlier one added)."""
-    by_speaker: dict[int, list[LoggedMessage]] = {}
+    chunks kept, oldest first (a later chunk can update what an earlier one added).
+
+    A chunk never mixes places: each speaker's messages are cut in sixes per guild (or DM),
+    then the speaker's newest five chunks of all are kept."""
+    by_place: dict[tuple[int, int | None], list[LoggedMessage]] = {}
     for message in sorted(messages, key=lambda m: (m.created_at, m.id)):
         if message.is_bot or message.deleted or not message.content.strip():
             continue
-        by_speaker.setdefault(message.author_id, []).append(message)
+        by_place.setdefault((message.author_id, message.guild_id), []).append(message)
+    by_speaker: dict[int, list[list[LoggedMessage]]] = {}
+    for (speaker, _), said in by_place.items():
+        by_speaker.setdefault(speaker, []).extend(in_sixes(said, keep=CHUNKS_PER_SPEAKER))
     return {
-        speaker: in_sixes(said, keep=CHUNKS_PER_SPEAKER) for speaker, said in by_speaker.items()
+        speaker: sorted(chunks, key=lambda c: (c[-1].created_at, c[-1].id))[-CHUNKS_PER_SPEAKER:]
+        for speaker, chunks in by_speaker.items()
     }
 
 
@@ -105,10 +112,26 @@ async def plan(services: Services, run: RunView) -> StepResult:
             end=run.window_end,
             per_author=2 * EXCHANGE_SIZE * CHUNKS_PER_SPEAKER,
         )
-    # A command (`!memory forget 3`) is not something the person said about themself.
-    said = [m for m in rows if parse_command(m.content, services.bot_user_id) is None]
+        learnable = await consent.may_learn_about(
+            session,
+            {m.author_id for m in rows},
+            services.settings,
+            bot_user_id=services.bot_user_id,
+            now=run.window_end,
+        )
+    # A command (`!memory forget 3`) is not something the person said about themself, and
+    # nothing is learned about a person who paused learning (or is out of the learning scope).
+    said = [
+        m
+        for m in rows
+        if m.author_id in learnable and parse_command(m.content, services.bot_user_id) is None
+    ]
     chunks = [
-        {"speaker": str(speaker), "index": index, "messages": [str(m.id) for m in chunk]}
+        {
+            "speaker": str(speaker),
+            "index": index,
+            "messages": [str(m.id) for m in chunk],
+        }
         for speaker, speaker_chunks in sorted(plan_chunks(said).items())
         for index, chunk in enumerate(speaker_chunks)
     ]
@@ -154,11 +177,14 @@ async def extract(services: Services, run: RunView, index: int) -> StepResult:
 async def _chunk_exchange(
     services: Services, speaker: int, message_ids: list[int]
 ) -> Exchange | None:
-    """The chunk as it reads now: edits applied, messages deleted since left out."""
+    """The chunk as it reads now: edits applied, messages deleted since left out. A chunk's
+    messages were all said in one place (``plan_chunks``)."""
     async with services.sessions() as session:
         rows = await channel_log.live_messages(session, message_ids)
-    lines = [Line(m.author_id, m.author_name, m.is_bot, m.content) for m in rows]
-    exchange = build_exchange(lines, speaker_id=speaker)
+    if not rows:
+        return None
+    place = Place(rows[-1].guild_id)
+    exchange = build_exchange([line_of(m) for m in rows], speaker_id=speaker, place=place)
     return exchange if exchange.usable else None
 
 

@@ -21,7 +21,7 @@ from app.ops.legacy import (
     LegacyRun,
     LegacySignal,
 )
-from app.privacy.erasure import erasure_names, mentions_any
+from app.privacy.traces import erasure_names, mentions_any
 
 T = TypeVar("T")
 

@@ -59,6 +59,10 @@ class LegacyMemory:
     content: str
     created_at: datetime
     updated_at: datetime
+    # Where it was learned, when the export says so (optional columns ``guild_id``, or
+    # ``origin`` = "dm"); otherwise unknown, which keeps it to its owner's DMs.
+    origin: str = "unknown"
+    origin_guild_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +269,16 @@ def _memory(n: int, row: Row) -> LegacyMemory:
     def f(column: str, parse: Callable[[Any], Any]) -> Any:
         return _field("memories", n, row, column, parse)
 
+    guild = f("guild_id", _optional_snowflake)
+    said_in_dm = f("origin", _optional_text) == "dm"
     return LegacyMemory(
         id=f("id", _snowflake),
         user_id=f("user_id", _snowflake),
         content=f("content", _text),
         created_at=f("created_at", _timestamp),
         updated_at=f("updated_at", _timestamp),
+        origin="guild" if guild is not None else "dm" if said_in_dm else "unknown",
+        origin_guild_id=guild,
     )
 
 

@@ -20,12 +20,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from app.channel import log as channel_log
-from app.channel.exchange import Exchange, Line, build_exchange
+from app.channel.exchange import Exchange, Line, Place, build_exchange
 from app.channel.log import LoggedMessage
 from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
+from app.kit.clock import utcnow
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
+from app.memory import consent
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.services import Services
 from app.structured import episodes, observations
@@ -137,17 +139,19 @@ class Seen:
 @dataclass(frozen=True, slots=True)
 class Batch:
     channel_id: int
-    seen: list[Seen]
+    place: Place | None  # the channel's guild (or DM); None when the log has no message of it
+    seen: list[Seen]  # what the run may use
     names: dict[int, str]
     previous: str | None
+    read: list[Seen]  # everything read: all of it is consumed
 
     @property
     def ids(self) -> list[int]:
-        return [s.id for s in self.seen]
+        return [s.id for s in self.read]
 
 
 async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutcome:
-    batch = await _read_batch(services.sessions, channel_id)
+    batch = await _read_batch(services, channel_id)
     if not batch.seen:
         return ConsolidationOutcome("nothing")
     try:
@@ -158,26 +162,35 @@ async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutc
         logger.warning("episode not written", extra={"error": type(exc).__name__})
         return ConsolidationOutcome("model_failed", errors=[f"episode: {type(exc).__name__}"])
     outcome = ConsolidationOutcome("done")
-    exchanges = author_exchanges(batch.seen, batch.names, bot_user_id=services.bot_user_id)
+    exchanges = author_exchanges(batch, bot_user_id=services.bot_user_id)
     await _feed_authors(services, batch, exchanges, outcome)
+    guild_id = batch.place.guild_id if batch.place is not None else None
     async with unit_of_work(services.sessions) as session:
         outcome.episode_id = await episodes.add_episode(
-            session, channel_id, summary, services.settings.memory_episodes_per_channel
+            session, channel_id, summary, services.settings.memory_episodes_per_channel, guild_id
         )
         outcome.consumed = await observations.mark_consumed(session, batch.ids)
     return outcome
 
 
-async def _read_batch(sessions: SessionFactory, channel_id: int) -> Batch:
-    async with sessions() as session:
+async def _read_batch(services: Services, channel_id: int) -> Batch:
+    """The batch as the run may use it: nothing of a person who paused learning (or is out of
+    the learning scope) enters the episode or the write path, though the batch consumes it."""
+    async with services.sessions() as session:
         rows = await observations.unconsumed(session, channel_id, MAX_OBSERVATIONS)
         message_ids = {r.message_id for r in rows if r.message_id is not None}
         messages = await channel_log.messages_by_id(session, message_ids)
         users = {r.user_id for r in rows} | {m.author_id for m in messages.values()}
+        learnable = await consent.may_learn_about(
+            session, users, services.settings, bot_user_id=services.bot_user_id, now=utcnow()
+        )
         names = await channel_log.display_names(session, channel_id, users)
         previous = await episodes.recent_episodes(session, channel_id, 1)
+        place = await channel_log.place_of(session, channel_id)
+    keep = learnable | {services.bot_user_id, observations.UNKNOWN_USER}
     seen = [_see(r, messages) for r in rows]
-    return Batch(channel_id, seen, names, previous[0].content if previous else None)
+    usable = [s for s in seen if s.user_id in keep and s.target_author in (None, *keep)]
+    return Batch(channel_id, place, usable, names, previous[0].content if previous else None, seen)
 
 
 def _see(row: ObservationRecord, messages: Mapping[int, LoggedMessage]) -> Seen:
@@ -283,13 +296,12 @@ class AuthorChunk:
     last_id: int
 
 
-def author_exchanges(
-    seen: Sequence[Seen], names: Mapping[int, str], *, bot_user_id: int
-) -> list[AuthorChunk]:
+def author_exchanges(batch: Batch, *, bot_user_id: int) -> list[AuthorChunk]:
     """Pure: one exchange per author of live human messages, the newest ``MAX_AUTHORS``.
 
     Provenance: an exchange holds only its speaker's own lines (their newest six, oldest
     first), so the only person whose profile it can change is someone who wrote it."""
+    seen, names = batch.seen, batch.names
     by_author: dict[int, list[Seen]] = {}
     for s in seen:
         if s.kind != Kind.MESSAGE or s.deleted or not s.content.strip():
@@ -301,8 +313,11 @@ def author_exchanges(
     chunks: list[AuthorChunk] = []
     for author in newest_first[:MAX_AUTHORS]:
         name = names.get(author) or str(author)
-        lines = [Line(author, name, False, s.content) for s in by_author[author]]
-        exchange = build_exchange(lines, speaker_id=author)
+        lines = [
+            Line(author, name, False, s.content, s.message_id, batch.channel_id)
+            for s in by_author[author]
+        ]
+        exchange = build_exchange(lines, speaker_id=author, place=batch.place)
         chunks.append(AuthorChunk(author, exchange, seen[0].id, seen[-1].id))
     return chunks
 

@@ -33,10 +33,12 @@ def _newest_first() -> tuple[UnaryExpression[Any], ...]:
     return (Episode.created_at.desc(), Episode.id.desc())
 
 
-async def add_episode(session: AsyncSession, channel_id: int, content: str, cap: int) -> int:
+async def add_episode(
+    session: AsyncSession, channel_id: int, content: str, cap: int, guild_id: int | None = None
+) -> int:
     """Insert an episode and drop the channel's oldest beyond ``cap`` (the new one stays);
     the new episode's id."""
-    episode = Episode(channel_id=channel_id, content=content)
+    episode = Episode(channel_id=channel_id, guild_id=guild_id, content=content)
     session.add(episode)
     await session.flush()
     await drop_beyond_cap(session, channel_id, cap)

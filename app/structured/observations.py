@@ -6,7 +6,7 @@ row filed under someone else (what MEM-09's erasure relies on)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -25,6 +25,7 @@ from app.inbound.frames import (
     ReactionRemoveAll,
     ReactionRemoveEmoji,
 )
+from app.kit.sql import rewrite_matching
 from app.models.structured import Observation
 
 EXCERPT_CHARS = 200
@@ -55,6 +56,7 @@ async def observe(
     *,
     event_id: str,
     channel_id: int,
+    guild_id: int | None,
     user_id: int,
     kind: Kind | str,
     message_id: int | None,
@@ -66,6 +68,7 @@ async def observe(
         .values(
             event_id=event_id,
             channel_id=channel_id,
+            guild_id=guild_id,
             user_id=user_id,
             kind=str(kind),
             message_id=message_id,
@@ -87,6 +90,7 @@ async def observe_message(
         session,
         event_id=event_id,
         channel_id=message.channel_id,
+        guild_id=message.guild_id,
         user_id=message.author.id,
         kind=Kind.MESSAGE,
         message_id=message.id,
@@ -99,6 +103,7 @@ async def observe_bot_message(
     *,
     message_id: int,
     channel_id: int,
+    guild_id: int | None,
     bot_user_id: int,
     content: str,
     event_id: str,
@@ -111,6 +116,7 @@ async def observe_bot_message(
         session,
         event_id=event_id,
         channel_id=channel_id,
+        guild_id=guild_id,
         user_id=bot_user_id,
         kind=Kind.BOT_MESSAGE,
         message_id=message_id,
@@ -132,6 +138,7 @@ async def observe_edit(
         session,
         event_id=event_id,
         channel_id=edit.channel_id,
+        guild_id=edit.guild_id,
         user_id=user_id,
         kind=Kind.EDIT,
         message_id=edit.id,
@@ -142,6 +149,7 @@ async def observe_edit(
 async def observe_deletes(
     session: AsyncSession,
     channel_id: int,
+    guild_id: int | None,
     ids: Sequence[int],
     event_id: str,
     authors: Mapping[int, int] | None = None,
@@ -160,6 +168,7 @@ async def observe_deletes(
             session,
             event_id=f"{event_id}:{message_id}",
             channel_id=channel_id,
+            guild_id=guild_id,
             user_id=known.get(message_id, UNKNOWN_USER),
             kind=Kind.DELETE,
             message_id=message_id,
@@ -202,6 +211,7 @@ async def observe_reaction(
         session,
         event_id=event_id,
         channel_id=data.channel_id,
+        guild_id=data.guild_id,
         user_id=user_id,
         kind=kind,
         message_id=data.message_id,
@@ -275,3 +285,39 @@ async def delete_by_user(session: AsyncSession, user_id: int) -> int:
         delete(Observation).where(Observation.user_id == user_id).returning(Observation.id)
     )
     return len(result.all())
+
+
+async def delete_of_messages(session: AsyncSession, message_ids: Collection[int]) -> int:
+    """Every observation of these messages (the bot's answers to an erased person)."""
+    if not message_ids:
+        return 0
+    result = await session.execute(
+        delete(Observation)
+        .where(Observation.message_id.in_(list(message_ids)))
+        .returning(Observation.id)
+    )
+    return len(result.all())
+
+
+async def delete_in_channels(session: AsyncSession, channel_ids: Collection[int]) -> int:
+    if not channel_ids:
+        return 0
+    result = await session.execute(
+        delete(Observation)
+        .where(Observation.channel_id.in_(list(channel_ids)))
+        .returning(Observation.id)
+    )
+    return len(result.all())
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+) -> int:
+    return await rewrite_matching(
+        session,
+        table="observations",
+        key="id",
+        column="content",
+        patterns=patterns,
+        rewrite=rewrite,
+    )

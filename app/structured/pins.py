@@ -4,12 +4,14 @@ Thin queries; the staff commands decide who may call them, recall reads them int
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.sql import rewrite_matching
 from app.models.structured import Pin
 
 Scope = Literal["channel", "global"]
@@ -73,3 +75,11 @@ async def pinned_facts(session: AsyncSession, channel_id: int) -> list[str]:
         .limit(MAX_PINS)
     )
     return list((await session.scalars(query)).all())
+
+
+async def scrub(
+    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+) -> int:
+    return await rewrite_matching(
+        session, table="pins", key="id", column="content", patterns=patterns, rewrite=rewrite
+    )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel.exchange import Place
 from app.config import RecallScope, Settings
 from app.memory.recall import recall_for_prompt, render_memory_block
 from app.structured.episodes import recent_episodes
@@ -47,6 +48,7 @@ async def prompt_memory(
     settings: Settings,
     *,
     channel_id: int,
+    place: Place,
     speaker_id: int,
     names: Mapping[int, str],
     participant_ids: Sequence[int],
@@ -54,17 +56,19 @@ async def prompt_memory(
     """Read (and log, in the caller's transaction) what the reply prompt may remember.
 
     Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
-    and the reply is written as it would be without the memory system."""
+    and the reply is written as it would be without the memory system. In a guild only what
+    was learned in that guild surfaces (for every participant); a DM is the speaker's own
+    space, where their memories from anywhere may surface, and nobody else's."""
     if not settings.memory_active:
         return PromptMemory(None, None)
     user_ids = recall_user_ids(
         settings.memory_recall_scope,
         speaker_id=speaker_id,
-        participant_ids=participant_ids,
+        participant_ids=[] if place.is_dm else participant_ids,
         bot_user_id=settings.discord_bot_user_id,
     )
     pins = await pinned_facts(session, channel_id)
-    memories = await recall_for_prompt(session, user_ids=user_ids, actor="reply")
+    memories = await recall_for_prompt(session, user_ids=user_ids, place=place, actor="reply")
     blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
     episodes = [e.content for e in await recent_episodes(session, channel_id, SUMMARY_EPISODES)]
     return PromptMemory(

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memory import store
-from app.memory.store import Why
+from app.memory.records import Why
 
 ACTOR = "retention"
 REASON = "retention"

@@ -77,7 +77,7 @@ async def _route(services: Services, event: Event, event_id: str) -> None:
             case MessageDelete() | MessageDeleteBulk():
                 ids = [data.id] if isinstance(data, MessageDelete) else data.ids
                 await observations.observe_deletes(
-                    session, data.channel_id, ids, event_id, active=active
+                    session, data.channel_id, data.guild_id, ids, event_id, active=active
                 )
                 await channel_log.mark_deleted(session, ids, utcnow())
             case _:

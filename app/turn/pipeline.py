@@ -15,6 +15,7 @@ from prometheus_client import Counter
 
 from app.agent import TaskRequest
 from app.channel import log as channel_log
+from app.channel.exchange import Place
 from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, Purpose
 from app.commands.dispatch import handle_command
@@ -27,7 +28,7 @@ from app.inbound import steps
 from app.inbound.frames import MessageCreate
 from app.inbound.steps import Step
 from app.kit.clock import utcnow
-from app.memory import runs
+from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
 from app.persona import load_persona
 from app.services import Services
@@ -98,10 +99,13 @@ def _finish(outcome: str) -> None:
 async def log_message(
     services: Services, message: MessageCreate, event_id: str, *, observe: bool
 ) -> None:
-    """Append to the channel log; a non-command message is also a MEM-01 observation."""
+    """Append to the channel log; a non-command message is also a MEM-01 observation,
+    unless its author paused learning (their words then never reach consolidation)."""
     active = observe and services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
         await channel_log.log_message(session, message)
+        if active and await consent.paused_since(session, message.author.id) is not None:
+            active = False
         await observations.observe_message(session, message, event_id, active=active)
 
 
@@ -244,6 +248,7 @@ async def recall(
             session,
             services.settings,
             channel_id=message.channel_id,
+            place=Place(message.guild_id),
             speaker_id=message.author.id,
             names={**context.names, message.author.id: message.author_name},
             participant_ids=context.participant_ids,
@@ -336,6 +341,7 @@ async def _post(
                 session,
                 message_id=message_id,
                 channel_id=message.channel_id,
+                guild_id=message.guild_id,
                 bot_user_id=services.bot_user_id,
                 content=part,
                 event_id=f"bot:{message_id}",

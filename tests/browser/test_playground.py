@@ -142,34 +142,16 @@ def test_alice_chats_with_the_bot_and_a_nightly_is_rolled_back(
         shutil.copyfile(shot, target)
 
 
-def _endpoint_missing(stack: DevStack, path: str) -> bool:
-    answer = httpx.get(
-        f"{stack.url}{path}",
-        headers={"authorization": f"Bearer {stack.config['adminSecret']}"},
-        timeout=5,
-    )
-    return answer.status_code == 404 and answer.json().get("detail") == "Not Found"
-
-
 def test_the_console_shows_alices_memories_and_her_ledger(page: Any, stack: DevStack) -> None:
-    """Needs GET /users/{user_id}/memories and GET /users/{user_id}/memory-log (CONTRACT.md,
-    built elsewhere): until they exist the console must say so, and this test is xfailed."""
     send(page, "my cat is called Miso")
     expect(page.locator("#messages li.msg.bot").last).to_contain_text("Alice's cat is called Miso.")
-    alice = stack.config["people"][0]["id"]
-    missing = [
-        path
-        for path in (f"/users/{alice}/memories", f"/users/{alice}/memory-log")
-        if _endpoint_missing(stack, path)
-    ]
     page.get_by_role("button", name="Refresh").click()
     memories, ledger = page.locator("#memories"), page.locator("#ledger")
-    if missing:
-        expect(memories).to_contain_text("Not available")
-        expect(page.locator("#ledger-state")).to_contain_text("Not available")
-        pytest.xfail(f"not in this build yet: {', '.join(missing)}")
     expect(memories).to_contain_text("Alice's cat is called Miso.")
     expect(memories).to_contain_text("source: self")
+    expect(memories).to_contain_text("learned in: guild")
+    memories.locator("summary").first.click()
+    expect(memories.locator("li.source").first).to_contain_text("https://discord.com/channels/")
     expect(ledger.locator("li.entry.action-add")).not_to_have_count(0)
     expect(ledger.locator("li.entry.action-read")).not_to_have_count(0)
     expect(ledger).to_contain_text("by extraction")

@@ -46,6 +46,7 @@ async def say(
             session,
             event_id=f"bot:{id}" if is_bot else str(id),
             channel_id=channel_id,
+            guild_id=1,
             user_id=author_id,
             kind=Kind.BOT_MESSAGE if is_bot else Kind.MESSAGE,
             message_id=id,

@@ -401,10 +401,16 @@ async function loadMemories() {
   panel.replaceChildren(el("ul", { class: "memories" }, memories.map(memoryNode)));
 }
 
+// GET /users/{id}/memories: origin is {kind: guild|dm|unknown|any, guildId}.
+const ORIGINS = {
+  dm: "a DM (only in DMs)",
+  unknown: "unknown (kept to DMs)",
+  any: "written by hand (anywhere)",
+};
+
 function describeOrigin(origin) {
-  if (origin === null || origin === undefined) return "unknown";
-  if (typeof origin === "object") return origin.guildId ? `guild ${origin.guildId}` : origin.dm || origin.kind === "dm" ? "DM" : JSON.stringify(origin);
-  return origin === "dm" || origin === "DM" ? "DM" : `guild ${origin}`;
+  if (!origin) return ORIGINS.unknown;
+  return origin.kind === "guild" ? `guild ${origin.guildId}` : ORIGINS[origin.kind] ?? origin.kind;
 }
 
 function memoryNode(memory) {
@@ -412,10 +418,10 @@ function memoryNode(memory) {
   return el("li", { class: "memory" },
     el("p", { class: "memory-text" }, el("strong", {}, `#${memory.id} `), memory.content ?? memory.text ?? ""),
     el("p", { class: "meta" },
-      `source: ${memory.source ?? "?"} · origin: ${describeOrigin(memory.origin ?? memory.guildId ?? memory.guild_id)}`,
-      ` · updated ${clock(memory.updatedAt ?? memory.updated_at)}`),
+      `source: ${memory.source} · learned in: ${describeOrigin(memory.origin)}`,
+      ` · updated ${clock(memory.updatedAt)}`),
     sources.length ? el("details", {}, el("summary", {}, `${sources.length} source${sources.length > 1 ? "s" : ""}`),
-      el("ul", {}, sources.map((s) => el("li", {}, typeof s === "object" ? (s.jumpUrl || s.url || s.messageId || s.message_id || JSON.stringify(s)) : String(s))))) : null);
+      el("ul", {}, sources.map((s) => el("li", { class: "source" }, s.link)))) : null);
 }
 
 async function loadLedger(older = false) {

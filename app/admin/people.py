@@ -1,0 +1,122 @@
+"""Admin inspection and erasure of one person's memories: what is kept about them, where it
+came from, the ledger, and the same erasure as `!forgetme` for people who cannot run it.
+
+Every read here is itself a ledger read with actor `admin`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
+
+from app.admin.auth import require_admin
+from app.admin.deps import get_sessions
+from app.admin.schemas import (
+    AUTH_ERRORS,
+    ErasureReceipt,
+    ErrorBody,
+    LedgerPage,
+    LedgerRowBody,
+    MemoryBody,
+    OriginBody,
+    SourceBody,
+)
+from app.commands.render import jump_link
+from app.db import SessionFactory, unit_of_work
+from app.memory import store
+from app.memory.records import LedgerRow, MemoryRecord, SourceMessage, Why
+from app.privacy.erasure import erase_user
+
+router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
+
+Sessions = Annotated[SessionFactory, Depends(get_sessions)]
+Snowflake = Annotated[int, Path(ge=0, le=2**63 - 1)]
+ADMIN = "admin"
+
+
+def _memory(record: MemoryRecord, sources: list[SourceMessage]) -> MemoryBody:
+    guild = record.origin.guild_id
+    return MemoryBody(
+        id=record.id,
+        user_id=str(record.user_id),
+        content=record.content,
+        source=record.source,
+        origin=OriginBody(
+            kind=record.origin.kind,
+            guild_id=str(guild) if guild is not None else None,
+        ),
+        sources=[
+            SourceBody(
+                message_id=str(s.message_id),
+                channel_id=str(s.channel_id),
+                guild_id=str(s.guild_id) if s.guild_id is not None else None,
+                link=jump_link(s),
+                batch=s.trigger,
+            )
+            for s in sources
+        ],
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def _row(row: LedgerRow) -> LedgerRowBody:
+    return LedgerRowBody.model_validate({**asdict(row), "user_id": str(row.user_id)})
+
+
+@router.get(
+    "/users/{user_id}/memories",
+    response_model=list[MemoryBody],
+    summary="A person's memories, each with its origin and sources (a logged read)",
+)
+async def user_memories(sessions: Sessions, user_id: Snowflake) -> list[MemoryBody]:
+    async with unit_of_work(sessions) as session:
+        memories = await store.recent(session, user_id, Why(ADMIN, "inspect"), limit=None)
+        sources = await store.sources_of(session, [m.id for m in memories])
+    return [_memory(m, sources.get(m.id, [])) for m in memories]
+
+
+@router.get(
+    "/users/{user_id}/memory-log",
+    response_model=LedgerPage,
+    summary="A person's ledger rows, newest first, paged by id (a logged read)",
+)
+async def user_memory_log(
+    sessions: Sessions,
+    user_id: Snowflake,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="rows older")] = None,
+) -> LedgerPage:
+    async with unit_of_work(sessions) as session:
+        rows = await store.history(
+            session, Why(ADMIN, "inspect ledger"), user_id=user_id, limit=limit, before_id=before
+        )
+    next_before = rows[-1].id if len(rows) == limit else None
+    return LedgerPage(rows=[_row(r) for r in rows], next_before=next_before)
+
+
+@router.get(
+    "/memories/{memory_id}",
+    response_model=MemoryBody,
+    responses={404: {"model": ErrorBody, "description": "no such memory"}},
+    summary="One memory with its origin and sources (a logged read)",
+)
+async def one_memory(sessions: Sessions, memory_id: Snowflake) -> MemoryBody:
+    async with unit_of_work(sessions) as session:
+        found = await store.provenance(session, memory_id, Why(ADMIN, "inspect"))
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no memory {memory_id}")
+    return _memory(found.record, found.sources)
+
+
+@router.post(
+    "/users/{user_id}/erase",
+    response_model=ErasureReceipt,
+    summary="Erase everything kept from a person, as `!forgetme` does; answers the receipt",
+)
+async def erase(sessions: Sessions, user_id: Snowflake) -> ErasureReceipt:
+    async with unit_of_work(sessions) as session:
+        receipt = await erase_user(session, user_id, names=[])
+    counts: dict[str, Any] = asdict(receipt)
+    return ErasureReceipt(user_id=str(user_id), **counts)

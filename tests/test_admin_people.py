@@ -1,0 +1,114 @@
+"""The admin inspection and erasure API: behind the bearer secret, in OpenAPI, and every read
+of a person's memories or ledger is itself a ledger read with actor `admin`."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from app.db import SessionFactory
+from app.decision.vocabulary import Question
+from app.models.memory import Memory, MemoryLog
+from tests.support.trust_env import ALICE, BOB, GUILD_A, World
+
+PATHS = [
+    ("GET", f"/users/{ALICE}/memories"),
+    ("GET", f"/users/{ALICE}/memory-log"),
+    ("GET", "/memories/1"),
+    ("POST", f"/users/{ALICE}/erase"),
+]
+
+
+async def admin_reads(sessions: SessionFactory) -> list[MemoryLog]:
+    async with sessions() as session:
+        query = select(MemoryLog).where(MemoryLog.actor == "admin").order_by(MemoryLog.id)
+        return list(await session.scalars(query))
+
+
+@pytest.mark.parametrize(("method", "path"), PATHS)
+@pytest.mark.parametrize("auth", [{}, {"Authorization": "Bearer wrong-secret"}])
+async def test_every_person_endpoint_needs_the_secret(
+    world: World, sessions: SessionFactory, method: str, path: str, auth: dict[str, str]
+) -> None:
+    await world.tell(ALICE, "I keep bees on the roof")
+    async with httpx.AsyncClient(base_url=world.stack.api, headers=auth) as api:
+        response = await api.request(method, path)
+
+    assert response.status_code == 401
+    assert await admin_reads(sessions) == []
+    async with sessions() as session:
+        assert len(list(await session.scalars(select(Memory)))) == 1
+
+
+async def test_memories_come_with_origin_and_sources_and_the_read_is_logged(
+    world: World, sessions: SessionFactory
+) -> None:
+    told = await world.tell(ALICE, "I keep bees on the roof")
+
+    response = await world.admin("GET", f"/users/{ALICE}/memories")
+
+    assert response.status_code == 200
+    [memory] = response.json()
+    assert memory["origin"] == {"kind": "guild", "guildId": str(GUILD_A)}
+    assert memory["sources"][0]["messageId"] == told["d"]["id"]
+    [read] = await admin_reads(sessions)
+    assert (read.action, read.user_id, read.after) == ("read", ALICE, [memory["id"]])
+
+    one = await world.admin("GET", f"/memories/{memory['id']}")
+    assert one.status_code == 200 and one.json()["content"] == memory["content"]
+    assert (await world.admin("GET", "/memories/999999")).status_code == 404
+    assert len(await admin_reads(sessions)) == 2
+
+
+async def test_the_ledger_is_paged_by_id_newest_first_and_reading_it_is_logged(
+    world: World, sessions: SessionFactory
+) -> None:
+    for n in range(3):
+        await world.tell(ALICE, f"I keep bees on roof {n}")
+
+    first = (await world.admin("GET", f"/users/{ALICE}/memory-log", params={"limit": 2})).json()
+    rest = await world.admin(
+        "GET", f"/users/{ALICE}/memory-log", params={"limit": 100, "before": first["nextBefore"]}
+    )
+
+    ids = [row["id"] for row in first["rows"]] + [row["id"] for row in rest.json()["rows"]]
+    assert ids == sorted(ids, reverse=True) and len(ids) == len(set(ids))
+    assert {row["action"] for row in first["rows"] + rest.json()["rows"]} >= {"add", "read"}
+    assert len(await admin_reads(sessions)) == 2
+
+
+async def test_erase_is_the_forgetme_erasure_with_its_receipt(
+    world: World, sessions: SessionFactory
+) -> None:
+    await world.tell(ALICE, "I keep bees on the roof")
+    await world.tell(BOB, "I collect stamps")
+
+    response = await world.admin("POST", f"/users/{ALICE}/erase")
+
+    assert response.status_code == 200
+    receipt = response.json()
+    assert receipt["userId"] == str(ALICE) and receipt["memories"] == 1
+    assert receipt["messages"] >= 1
+    async with sessions() as session:
+        owners = list(await session.scalars(select(Memory.user_id)))
+    assert owners == [BOB]
+    await world.tell(ALICE, "I adopted a greyhound")  # she is left paused, like `!forgetme`
+    assert not [b for b in world.stack.jev.asked(Question.WORTH_KEEPING) if "greyhound" in str(b)]
+
+
+async def test_the_endpoints_are_in_the_openapi_document_with_the_bearer_scheme(
+    world: World,
+) -> None:
+    async with httpx.AsyncClient(base_url=world.stack.api) as api:
+        document = (await api.get("/openapi.json")).json()
+
+    for method, path in [
+        ("get", "/users/{user_id}/memories"),
+        ("get", "/users/{user_id}/memory-log"),
+        ("get", "/memories/{memory_id}"),
+        ("post", "/users/{user_id}/erase"),
+    ]:
+        operation = document["paths"][path][method]
+        assert operation["security"] == [{"AdminBearer": []}]
+        assert "200" in operation["responses"] and "401" in operation["responses"]

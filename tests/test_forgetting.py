@@ -1,0 +1,316 @@
+"""Forgetting that holds, through the real webhook, worker, admin API and database: no
+rollback brings back what a person (or staff, or retention) removed, even racing it; ledger
+content retention refuses old rollbacks; decay reviews every stale memory in turn; and an
+erasure leaves no trace of the person in any table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, text
+
+from app.chat.fake import Text
+from app.config import Settings
+from app.db import SessionFactory
+from app.decision.vocabulary import Question
+from app.kit.arqueue import create_queue
+from app.kit.clock import utcnow
+from app.memory.ledger_retention import redact_old_ledger_content
+from app.models import Base
+from app.models.memory import Memory, MemoryLog
+from app.nightly.diary import DIARY_SYSTEM
+from app.nightly.run import Started, start_nightly_run
+from app.nightly.style import STYLE_SYSTEM
+from app.structured.consolidation import EPISODE_SYSTEM
+from tests.support.frames import message_create, next_id, reaction_add
+from tests.support.memory_env import add_memory, add_message
+from tests.support.stack import BOT_ID
+from tests.support.trust_env import (
+    ADMIN,
+    ALICE,
+    BOB,
+    CHANNEL_A,
+    GUILD_A,
+    World,
+    tonight,
+    trust_world,
+    writer_or_reply,
+)
+from tests.support.worker import drain
+
+
+async def rollback(world: World, run_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Dry run first, then the real thing (as the operations guide says); both reports."""
+    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
+        dry = await api.post("/memory/rollback", json={"runId": run_id, "dryRun": True})
+        real = await api.post("/memory/rollback", json={"runId": run_id})
+    assert dry.status_code == 200 and real.status_code == 200, (dry.text, real.text)
+    return dry.json(), real.json()
+
+
+async def contents(sessions: SessionFactory, user_id: int) -> dict[int, str]:
+    async with sessions() as session:
+        rows = await session.scalars(select(Memory).where(Memory.user_id == user_id))
+        return {m.id: m.content for m in rows}
+
+
+def skipped(report: dict[str, Any]) -> dict[int, str]:
+    return {s["memoryId"]: s["reason"] for s in report["skipped"]}
+
+
+async def test_forget_all_after_a_night_then_a_rollback_brings_nothing_back(
+    world: World, sessions: SessionFactory
+) -> None:
+    stale = await add_memory(sessions, ALICE, "Alice had a cold last winter", age_days=45)
+    world.stack.jev.answers[Question.STALE_KEEP] = "delete"
+    run = await tonight(world)  # 1. the night's decay deletes it
+    assert run["summary"]["decayed"] == [stale]
+
+    await world.tell(ALICE, "!memory forget all", mention=False)  # 2. nothing left to delete
+
+    dry, real = await rollback(world, run["runId"])  # 3. the operator undoes the night
+    expected = {stale: "its owner ran `!memory forget all` after the run"}
+    assert skipped(dry) == skipped(real) == expected
+    assert real["reinserted"] == [] and await contents(sessions, ALICE) == {}
+
+
+async def test_forgetting_one_memory_a_night_updated_survives_the_nights_rollback(
+    world: World, sessions: SessionFactory
+) -> None:
+    target = await add_memory(sessions, ALICE, "Alice lives in Kyoto", age_days=2)
+    await add_message(
+        sessions,
+        id=next_id(),
+        channel_id=CHANNEL_A,
+        author_id=ALICE,
+        author_name="alice",
+        content="I moved to Osaka last week",
+        at=utcnow() - timedelta(hours=2),
+    )
+    world.stack.jev.answers[Question.MEMORY_VERDICT] = "update"
+    world.stack.jev.answers[Question.ADD_MEMORY] = 0.0
+    run = await tonight(world)
+    assert run["summary"]["updated"] == [target]
+
+    await world.tell(ALICE, f"!memory forget {target}", mention=False)
+
+    dry, real = await rollback(world, run["runId"])
+    assert skipped(dry) == skipped(real) == {target: "deleted after the run by its owner"}
+    assert real["restored"] == [] and await contents(sessions, ALICE) == {}
+
+
+async def test_a_memory_expired_by_retention_is_never_brought_back(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with trust_world(settings, monkeypatch, memory_retention_days=30) as world:
+        expired = await add_memory(sessions, ALICE, "Alice's old phone number is 555", age_days=90)
+        run = await tonight(world)
+        assert run["summary"]["expired"] == [expired]
+        async with sessions() as session:
+            [row] = await session.scalars(select(MemoryLog).where(MemoryLog.memory_id == expired))
+        assert row.before == {"redacted": True} and "555" not in json.dumps(row.after)
+
+        dry, real = await rollback(world, run["runId"])
+
+    assert skipped(dry) == skipped(real) == {expired: "expired by retention"}
+    assert await contents(sessions, ALICE) == {}
+
+
+async def test_a_forget_racing_a_rollback_still_wins(
+    world: World, sessions: SessionFactory
+) -> None:
+    stale = [
+        await add_memory(sessions, ALICE, f"Alice's passing detail {n}", age_days=45)
+        for n in range(5)
+    ]
+    world.stack.jev.answers[Question.STALE_KEEP] = "delete"
+    run = await tonight(world)
+    assert sorted(run["summary"]["decayed"]) == stale
+    await add_memory(sessions, ALICE, "Alice knits", age_days=1)
+
+    async def forget_all() -> None:
+        await world.tell(ALICE, "!memory forget all", mention=False)
+
+    async def undo() -> int:
+        async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
+            answer = await api.post("/memory/rollback", json={"runId": run["runId"]})
+        return answer.status_code
+
+    _, status = await asyncio.gather(forget_all(), undo())
+
+    assert status == 200
+    await drain(world.stack.settings)
+    assert await contents(sessions, ALICE) == {}  # whichever went first, nothing came back
+
+
+async def test_ledger_content_retention_redacts_old_text_and_refuses_those_rollbacks(
+    world: World, sessions: SessionFactory
+) -> None:
+    await add_memory(sessions, ALICE, "Alice had a cold last winter", age_days=45)
+    world.stack.jev.answers[Question.STALE_KEEP] = "delete"
+    run = await tonight(world)
+
+    assert await redact_old_ledger_content(sessions, days=None, now=utcnow()) == set()  # off
+    later = utcnow() + timedelta(days=31)
+    assert await redact_old_ledger_content(sessions, days=30, now=later) == {run["runId"]}
+
+    async with sessions() as session:
+        logged = list(await session.scalars(select(MemoryLog).where(MemoryLog.action != "read")))
+    assert logged and all(r.before in (None, {"redacted": True}) for r in logged)
+    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
+        for body in ({"runId": run["runId"], "dryRun": True}, {"runId": run["runId"]}):
+            refused = await api.post("/memory/rollback", json=body)
+            assert refused.status_code == 410
+            assert refused.json() == {
+                "contentRedacted": True,
+                "runId": run["runId"],
+                "detail": refused.json()["detail"],
+            }
+        assert (await api.get(f"/nightly/runs/{run['runId']}")).json()["rolledBackAt"] is None
+
+
+async def test_decay_reviews_sixty_stale_memories_over_three_nights_each_once(
+    world: World, sessions: SessionFactory
+) -> None:
+    ids = [
+        await add_memory(sessions, n % 3 + ALICE, f"stale note {n:02d}", age_days=40 + n)
+        for n in range(60)
+    ]
+    queue = create_queue(world.stack.settings.redis_url)
+    reviewed: list[set[str]] = []
+    try:
+        for day in range(3):
+            world.stack.jev.requests.clear()
+            moment = utcnow() + timedelta(days=day)
+            started = await start_nightly_run(sessions, queue, now=moment)
+            assert isinstance(started, Started)
+            await drain(world.stack.settings)
+            prompts = [b["prompt"] for b in world.stack.jev.asked(Question.STALE_KEEP)]
+            reviewed.append({p.split("Note: ", 1)[1].split("\n", 1)[0] for p in prompts})
+    finally:
+        await queue.close()
+
+    assert [len(night) for night in reviewed] == [20, 20, 20]  # the cap, each night
+    assert set().union(*reviewed) == {f"stale note {n:02d}" for n in range(60)}
+    assert len(await contents(sessions, ALICE)) + len(await contents(sessions, BOB)) > 0
+    async with sessions() as session:
+        kept = await session.scalar(select(Memory.id).where(Memory.reviewed_at.is_(None)))
+    assert kept is None and len(ids) == 60  # every one reviewed once, none twice
+
+
+# --- erasure: zero traces --------------------------------------------------------------------
+
+MARKERS = ("zebra-marker-4411", "okapi-marker-7782", "lynx-marker-9931")
+NAMES = ("Alice Quokka", "alice_q")
+
+
+def echoing(body: dict[str, Any]) -> Text:
+    """A model that quotes what it is given: episodes, diaries and style revisions repeat
+    the activity, so they carry her words unless the erasure takes them out."""
+    system = " ".join(block["text"] for block in body.get("system") or [])
+    if system in (EPISODE_SYSTEM, DIARY_SYSTEM, STYLE_SYSTEM):
+        return Text(str(body["messages"][0]["content"])[-1500:])
+    return writer_or_reply(body)
+
+
+def said_by_alice(content: str, **kw: Any) -> dict[str, Any]:
+    frame = message_create(
+        content=content, author_id=ALICE, author_name="alice_q", message_id=next_id(), **kw
+    )
+    frame["d"]["author"]["global_name"] = "Alice Quokka"
+    if "member" in frame["d"]:
+        frame["d"]["member"]["nick"] = "Alice Quokka"
+    return frame
+
+
+async def traces_left(sessions: SessionFactory) -> list[tuple[str, str, str]]:
+    """Every text and JSON column of every table (found through the catalog, so a table added
+    later is scanned too) searched for her marker texts and display names."""
+    needles = [*MARKERS, *NAMES]
+    found: list[tuple[str, str, str]] = []
+    async with sessions() as session:
+        columns = (
+            await session.execute(
+                text(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = 'public' AND table_name <> 'alembic_version' "
+                    "AND data_type IN ('text', 'character varying', 'json', 'jsonb')"
+                )
+            )
+        ).all()
+        assert {t for t, _ in columns} >= {t.name for t in Base.metadata.sorted_tables} - {
+            "memory_consent",
+            "memory_sources",
+        }
+        for table, column in columns:
+            for needle in needles:
+                hits = await session.scalar(
+                    text(f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE :n'),
+                    {"n": f"%{needle}%"},
+                )
+                if hits:
+                    found.append((table, column, needle))
+    return found
+
+
+async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with trust_world(settings, monkeypatch, memory_consolidate_every=4) as world:
+        stack = world.stack
+        stack.model.responder = echoing
+        stack.jev.answers[Question.IS_CORRECTION] = True
+        # She talks in the guild (a memory, a reply) and in her DM (a private memory).
+        told = said_by_alice(f"<@{BOT_ID}> {MARKERS[0]} I keep bees on the roof")
+        await stack.deliver(told)
+        await stack.deliver(said_by_alice(f"{MARKERS[1]} my private diagnosis", guild_id=None))
+        bot_reply = stack.discord.messages_in(CHANNEL_A)[-1]
+        # She reacts to the bot and corrects it; Bob replies to her, naming and quoting her.
+        await stack.deliver(
+            reaction_add(message_id=int(bot_reply["id"]), user_id=ALICE, message_author_id=BOT_ID),
+            said_by_alice(
+                f"that's wrong, {MARKERS[2]}",
+                reply_to={
+                    "id": bot_reply["id"],
+                    "author": {"id": str(BOT_ID), "username": "companion", "bot": True},
+                    "content": bot_reply["content"],
+                },
+            ),
+            message_create(
+                content=f"Alice Quokka said: {MARKERS[0]} I keep bees on the roof. Nice!",
+                author_id=BOB,
+                author_name="bob",
+                message_id=next_id(),
+                reply_to=told["d"],
+            ),
+        )
+        await tonight(world)  # a diary and a style revision built from all of that
+        # Before the erasure the scan finds her all over the place.
+        assert {table for table, _, _ in await traces_left(sessions)} >= {
+            "episodes",
+            "inbox",
+            "memories",
+            "memory_log",
+            "messages",
+            "observations",
+            "signals",
+            "style_overrides",
+        }
+
+        await world.tell(ALICE, "!forgetme", mention=False)
+
+        assert await traces_left(sessions) == []
+        receipt = stack.discord.texts_in(CHANNEL_A)[-1]
+    assert "erased" in receipt and "`!memory resume`" in receipt
+    async with sessions() as session:
+        rows = list(await session.scalars(select(MemoryLog).where(MemoryLog.user_id == ALICE)))
+    # What remains keyed by her id: the ledger's redacted rows, reads and the receipt.
+    assert all(r.action == "read" or r.before in (None, {"redacted": True}) for r in rows), [
+        (r.actor, r.action, r.before) for r in rows
+    ]
+    assert GUILD_A  # the guild she spoke in is the one the frames name
