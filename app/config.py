@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     ledger_content_days: PositiveInt | None = None
     memory_consolidate_every: PositiveInt = 20
     memory_episodes_per_channel: PositiveInt = 10
+    # Speakers the nightly extraction works on at once (in one job, one chunk each).
+    nightly_concurrency: PositiveInt = 4
 
     reaction_emojis: StrList = Field(default_factory=lambda: list(DEFAULT_REACTION_EMOJIS))
 

@@ -1,12 +1,15 @@
 """The nightly run's steps, in seed 000's order: extraction over each speaker's chunks of six
 (newest five chunks), retention (MEM-06), the decay review (twenty a night), the diary, the
-style revision. Each step is bounded by caps and does its piece in one ARQ job."""
+style revision. Each step is bounded by caps and does its piece in one ARQ job.
+
+Extraction runs in waves: each ``extract:<n>`` step works on up to NIGHTLY_CONCURRENCY
+speakers at once, one chunk each; a speaker's chunks stay in order, one per wave."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -99,6 +102,21 @@ def plan_chunks(messages: Iterable[LoggedMessage]) -> dict[int, list[list[Logged
     }
 
 
+def plan_waves(chunks: Sequence[Mapping[str, Any]], concurrency: int) -> list[list[int]]:
+    """Pure: the chunks' indices in waves of at most ``concurrency``, one chunk per speaker per
+    wave, each speaker's chunks in their order. Speakers are dealt, busiest first, to the
+    least loaded of ``concurrency`` lanes, each lane doing its speakers one after another;
+    wave n is every lane's n-th chunk, so the waves are about as few as the cap allows."""
+    by_speaker: dict[str, list[int]] = {}
+    for index, chunk in enumerate(chunks):
+        by_speaker.setdefault(str(chunk["speaker"]), []).append(index)
+    lanes: list[list[int]] = [[] for _ in range(max(1, concurrency))]
+    for _, indices in sorted(by_speaker.items(), key=lambda item: (-len(item[1]), item[0])):
+        min(lanes, key=len).extend(indices)
+    depth = max(len(lane) for lane in lanes)
+    return [[lane[n] for lane in lanes if n < len(lane)] for n in range(depth)]
+
+
 async def plan(services: Services, run: RunView) -> StepResult:
     if not services.settings.memory_active:
         # MEM-10: memory off means no extraction and no decay; diary and style still run.
@@ -135,26 +153,44 @@ async def plan(services: Services, run: RunView) -> StepResult:
         for speaker, speaker_chunks in sorted(plan_chunks(said).items())
         for index, chunk in enumerate(speaker_chunks)
     ]
+    # The waves are fixed with the plan: a worker with another setting resumes the same ones.
+    waves = plan_waves(chunks, services.settings.nightly_concurrency)
     return StepResult(
         next="extract:0" if chunks else "retention",
-        progress={"chunks": chunks, "failed_speakers": []},
+        progress={"chunks": chunks, "waves": waves, "failed_speakers": []},
     )
 
 
-def _after_extract(run: RunView, index: int) -> str:
-    return f"extract:{index + 1}" if index + 1 < len(run.progress["chunks"]) else "retention"
-
-
 async def extract(services: Services, run: RunView, index: int) -> StepResult:
-    chunk = run.progress["chunks"][index]
-    speaker = int(chunk["speaker"])
+    """Wave ``index``: its chunks at once, each within its own budget (so the job stays well
+    under ARQ's timeout however many run). A speaker whose chunk fails gets no more tonight."""
+    chunks: list[dict[str, Any]] = run.progress["chunks"]
+    # A run planned before waves existed did one chunk a step.
+    waves: list[list[int]] = run.progress.get("waves") or [[i] for i in range(len(chunks))]
     failed: list[str] = list(run.progress.get("failed_speakers", []))
-    next_step = _after_extract(run, index)
-    if chunk["speaker"] in failed:
-        return StepResult(next=next_step)  # this speaker already failed tonight
+    result = StepResult(next=f"extract:{index + 1}" if index + 1 < len(waves) else "retention")
+    wave = [chunks[i] for i in waves[index] if chunks[i]["speaker"] not in failed]
+    outcomes = await asyncio.gather(
+        *(_extract_chunk(services, run, chunk) for chunk in wave), return_exceptions=True
+    )
+    for outcome in outcomes:  # anything but the write path failing fails the step, as before
+        if isinstance(outcome, BaseException):
+            raise outcome
+    for chunk, error in zip(wave, outcomes, strict=True):
+        if error is not None:
+            result.errors.append(str(error))
+            failed.append(chunk["speaker"])
+    if result.errors:
+        result.progress = {"failed_speakers": failed}
+    return result
+
+
+async def _extract_chunk(services: Services, run: RunView, chunk: Mapping[str, Any]) -> str | None:
+    """One chunk through the write path; the error to note when it failed."""
+    speaker = int(chunk["speaker"])
     exchange = await _chunk_exchange(services, speaker, [int(i) for i in chunk["messages"]])
     if exchange is None:
-        return StepResult(next=next_step)
+        return None
     trigger = f"nightly:{run.id}:{speaker}:{chunk['index']}"
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
@@ -166,12 +202,8 @@ async def extract(services: Services, run: RunView, index: int) -> StepResult:
         logger.warning(
             "nightly extraction failed for a speaker", exc_info=True, extra={"speaker_id": speaker}
         )
-        return StepResult(
-            next=next_step,
-            errors=[f"extraction failed for speaker {speaker}: {type(exc).__name__}"],
-            progress={"failed_speakers": [*failed, chunk["speaker"]]},
-        )
-    return StepResult(next=next_step)
+        return f"extraction failed for speaker {speaker}: {type(exc).__name__}"
+    return None
 
 
 async def _chunk_exchange(
