@@ -14,6 +14,7 @@ from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Inco
 
 MAX_BODY = 1024 * 1024
 TOKEN_HEADER = "x-discord-gateway-token"
+SESSION_HEADER = "x-discord-gateway-session"
 
 
 webhook_responses = Counter(
@@ -58,7 +59,7 @@ async def webhook(request: Request) -> JSONResponse:
         return _answer(413, {"error": "body over 1 MiB"})
     try:
         text = decode_body(body)
-        event = parse_frame(text)
+        event = parse_frame(text, session=request.headers.get(SESSION_HEADER))
     except FrameError as exc:
         return _answer(422, {"error": "invalid frame", "problems": exc.problems})
     if isinstance(event, Ignored):
