@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     database_url: str
     redis_url: str = "redis://localhost:6379/0"
     gateway_token: SecretStr
+    # Also accepted by /webhook while GATEWAY_TOKEN is rotated (docs/operations.md).
+    gateway_token_previous: SecretStr | None = None
     admin_secret: SecretStr | None = None
 
     discord_bot_token: SecretStr | None = None
@@ -144,6 +146,7 @@ class Settings(BaseSettings):
         "discord_gateway_url",
         "discord_bot_token",
         "admin_secret",
+        "gateway_token_previous",
         "jev_url",
         "jev_api_key",
         "jina_api_key",
@@ -155,7 +158,7 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("gateway_token", "admin_secret")
+    @field_validator("gateway_token", "gateway_token_previous", "admin_secret")
     @classmethod
     def _strong_secret(cls, value: SecretStr | None) -> SecretStr | None:
         # Every process that reads these settings refuses a guessable shared secret; the

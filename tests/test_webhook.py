@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
@@ -244,3 +245,40 @@ async def test_without_the_session_header_a_re_add_reads_as_a_replay(
     assert (await post(api, add)).json() == {"status": "ok"}
     assert (await post(api, {**add, "s": add["s"] + 2})).json() == {"status": "duplicate"}
     assert await inbox_count(sessions) == 1
+
+
+# --- gateway token rotation -----------------------------------------------------------------
+
+NEW_TOKEN = "rotated-gateway-token-7e5c3a1f9d8b6402"
+
+
+async def test_during_a_rotation_the_new_and_the_previous_token_are_accepted(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    rotating = settings.model_copy(
+        update={
+            "gateway_token": SecretStr(NEW_TOKEN),
+            "gateway_token_previous": settings.gateway_token,
+        }
+    )
+    third = "some-other-gateway-token-0f1e2d3c4b5a6978"
+    async with serve(create_app(rotating)) as url:
+        new = await post(url, message_create(content="new"), {"x-discord-gateway-token": NEW_TOKEN})
+        old = await post(url, message_create(content="previous"), TOKEN)
+        other = await post(
+            url, message_create(content="neither"), {"x-discord-gateway-token": third}
+        )
+        missing = await post(url, message_create(content="none"), {})
+    assert (new.status_code, old.status_code) == (200, 200)
+    assert (other.status_code, missing.status_code) == (401, 401)
+    assert await inbox_count(sessions) == 2
+
+
+async def test_after_the_rotation_the_previous_token_is_refused(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    rotated = settings.model_copy(update={"gateway_token": SecretStr(NEW_TOKEN)})
+    async with serve(create_app(rotated)) as url:
+        old = await post(url, message_create(content="previous"), TOKEN)
+    assert old.status_code == 401
+    assert await inbox_count(sessions) == 0

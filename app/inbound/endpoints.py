@@ -28,9 +28,14 @@ def _answer(status: int, body: dict[str, object]) -> JSONResponse:
 
 
 def _token_ok(request: Request) -> bool:
-    expected: bytes = request.app.state.gateway_token
+    """The current token or, during a rotation, the previous one. Every accepted token is
+    compared (no early exit), each in constant time."""
+    accepted: tuple[bytes, ...] = request.app.state.gateway_tokens
     given = request.headers.get(TOKEN_HEADER, "").encode()
-    return hmac.compare_digest(given, expected)
+    matched = False
+    for expected in accepted:
+        matched |= hmac.compare_digest(given, expected)
+    return matched
 
 
 async def _read_capped(request: Request) -> bytes | None:
