@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.admin.auth import AdminGate
 from app.admin.endpoints import router as admin_router
+from app.admin.inbox import router as inbox_admin_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
 from app.inbound.endpoints import routes as inbound_routes
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
     app.router.routes.extend(inbound_routes)
     app.include_router(admin_router)
+    app.include_router(inbox_admin_router)
     app.add_middleware(AdminGate)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])

@@ -16,7 +16,7 @@ from prometheus_client import start_http_server
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
-from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
+from app.inbound.inbox import PROCESS_EVENT, enqueue_due, prune_inbox, sweep_inbox
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.clock import utcnow
 from app.kit.jobs import INBOX_BACKLOG, instrumented
@@ -114,6 +114,13 @@ async def sweep(ctx: dict[str, Any]) -> None:
         await services.agent.stop_idle(utcnow())
 
 
+@instrumented("retry")
+async def retry_due(ctx: dict[str, Any]) -> None:
+    """Every 10 s: enqueue the events whose backed-off retry is due (seconds-scale pauses)."""
+    services = _services(ctx)
+    await enqueue_due(services.sessions, services.queue)
+
+
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
     await prune_inbox(_services(ctx).sessions)
@@ -135,6 +142,7 @@ class WorkerSettings:
     ]
     cron_jobs = [  # noqa: RUF012
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
+        cron(retry_due, second=set(range(5, 60, 10)), timeout=10, keep_result=0),
         cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
         cron(start_night, hour=3, minute=0, second=0, timeout=60, keep_result=0),
     ]

@@ -44,9 +44,11 @@ ADMIN_OPERATIONS = {
     "POST /nightly/run",
     "GET /nightly/runs",
     "GET /nightly/runs/{run_id}",
+    "GET /inbox/dead",
+    "POST /inbox/{event_id}/replay",
 }
 # What an admin request may change, fingerprinted row by row.
-TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins"]
+TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins", "inbox"]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -100,10 +100,14 @@ async def replies_not_remembered(
     ]
 
 
-async def prune(session: AsyncSession, *, older_than_days: int) -> int:
-    """Step records are only needed while their event can still be replayed or retried."""
+async def prune(session: AsyncSession, *, older_than_days: int, keep: Iterable[str] = ()) -> int:
+    """Step records are only needed while their event can still be replayed or retried:
+    ``keep`` names the events still unfinished (pending or dead), whatever their age."""
     result = await session.execute(
-        text("DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days)"),
-        {"days": older_than_days},
+        text(
+            "DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days) "
+            "AND NOT (event_id = ANY(:keep))"
+        ),
+        {"days": older_than_days, "keep": list(keep)},
     )
     return int(getattr(result, "rowcount", 0))
