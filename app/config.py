@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     sandbox_max_containers: PositiveInt = 4
     sandbox_root: str = "/tmp/companion-sandbox"
     docker_url: str = "unix:///var/run/docker.sock"
+    # Task-agent runs per person in any rolling hour, counted across every worker.
+    tasks_per_user_per_hour: PositiveInt = 10
 
     @field_validator("sandbox_local_unsafe")
     @classmethod

@@ -6,6 +6,7 @@ longest job timeout + 10 s), which keeps recovery within the contract's two minu
 
 from __future__ import annotations
 
+import time
 from contextlib import AsyncExitStack
 from datetime import timedelta, timezone
 from typing import Any, TypedDict, cast
@@ -64,7 +65,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 @instrumented("process_event")
 async def process_event(ctx: dict[str, Any], event_id: str) -> None:
-    await handle_event(_services(ctx), event_id)
+    deadline = time.monotonic() + JOB_TIMEOUT_S  # when ARQ kills this job
+    await handle_event(_services(ctx), event_id, deadline=deadline)
 
 
 @instrumented("remember")

@@ -19,6 +19,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
         "GATEWAY_TOKEN",
         "GATEWAY_TOKEN_PREVIOUS",
         "ADMIN_SECRET",
+        "TASKS_PER_USER_PER_HOUR",
         "JEV_URL",
         "JEV_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -168,3 +169,15 @@ def test_the_previous_gateway_token_is_optional_and_blank_is_unset(
     monkeypatch.setenv("GATEWAY_TOKEN_PREVIOUS", STRONG)
     previous = load_settings().gateway_token_previous
     assert previous is not None and previous.get_secret_value() == STRONG
+
+
+def test_tasks_per_user_per_hour_defaults_to_ten_and_must_be_positive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, good in REQUIRED.items():
+        monkeypatch.setenv(name, good)
+    assert load_settings().tasks_per_user_per_hour == 10
+    monkeypatch.setenv("TASKS_PER_USER_PER_HOUR", "0")
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert "TASKS_PER_USER_PER_HOUR" in str(failure.value)

@@ -1,4 +1,4 @@
-"""The retry schedule: a pure function over plain data."""
+"""The retry schedule and the task agent's time budget: pure functions, plain data."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from app.inbound.retries import (
     last_attempt_after,
     retry_delay,
 )
+from app.turn.pipeline import FALLBACK_MARGIN_S, task_budget
 
 S, M = timedelta(seconds=1), timedelta(minutes=1)
 
@@ -43,3 +44,18 @@ def test_an_attempt_that_never_reports_back_is_due_after_its_pause() -> None:
 def test_attempts_count_from_one() -> None:
     with pytest.raises(ValueError):
         retry_delay(0)
+
+
+@pytest.mark.parametrize(
+    ("deadline", "now", "chat_timeout", "expected"),
+    [
+        (None, 5.0, 60.0, None),  # outside a job: the agent's own cap
+        (100.0, 0.0, 60.0, 100 - 60 - FALLBACK_MARGIN_S),
+        (100.0, 12.5, 60.0, 100 - 12.5 - 60 - FALLBACK_MARGIN_S),
+        (100.0, 0.0, 95.0, 100 - 95 - FALLBACK_MARGIN_S),  # nothing left: negative
+    ],
+)
+def test_the_task_budget_leaves_the_written_reply_and_the_post_their_time(
+    deadline: float | None, now: float, chat_timeout: float, expected: float | None
+) -> None:
+    assert task_budget(deadline, now, chat_timeout) == expected

@@ -1,4 +1,4 @@
-"""inbox retries with backoff and dead letters
+"""inbox retries with backoff and dead letters; an index for the per-person task quota
 
 An event whose job fails is retried at `next_attempt_at` (backing off by attempt) and, once
 its attempts are spent, dead-lettered (`dead_at`) instead of marked handled. `last_error`
@@ -42,9 +42,17 @@ def upgrade() -> None:
         WHERE handled_at IS NOT NULL AND attempts > 5
         """
     )
+    op.create_index(
+        "ix_completed_steps_task_grants",
+        "completed_steps",
+        [sa.text("(result ->> 'user_id')"), "done_at"],
+        unique=False,
+        postgresql_where=sa.text("step = 'task-grant'"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_completed_steps_task_grants", table_name="completed_steps")
     # The previous code knows no dead letters: they become handled, as it would have left them.
     op.execute("UPDATE inbox SET handled_at = dead_at WHERE dead_at IS NOT NULL")
     op.drop_index("ix_inbox_dead", table_name="inbox")

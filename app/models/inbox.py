@@ -43,4 +43,13 @@ class CompletedStep(Base):
     result: Mapped[Json | None]
     done_at: Mapped[CreatedAt]
 
-    __table_args__ = (Index("ix_completed_steps_done_at", "done_at"),)
+    __table_args__ = (
+        Index("ix_completed_steps_done_at", "done_at"),
+        # The per-person task quota counts a person's recent task grants.
+        Index(
+            "ix_completed_steps_task_grants",
+            text("(result ->> 'user_id')"),
+            "done_at",
+            postgresql_where=text("step = 'task-grant'"),
+        ),
+    )

@@ -35,9 +35,10 @@ log = logging.getLogger(__name__)
 JOB_LOST = "JobLost"
 
 
-async def handle_event(services: Services, event_id: str) -> None:
-    """Run one recorded event once more; a failure is recorded and retried later by the
-    inbox's backoff, or dead-lettered when its attempts are spent."""
+async def handle_event(services: Services, event_id: str, *, deadline: float | None = None) -> None:
+    """Run one recorded event once more. ``deadline``: ``time.monotonic()`` by which the job
+    is killed (None outside a job); a failure is recorded and retried later by the inbox's
+    backoff, or dead-lettered when its attempts are spent."""
     claimed = await _claim(services, event_id)
     if claimed is None:
         return
@@ -45,7 +46,7 @@ async def handle_event(services: Services, event_id: str) -> None:
         parsed = parse_dispatch(claimed.payload)
         with _event_context(parsed, event_id):
             if isinstance(parsed, Event):
-                await _route(services, parsed, event_id)
+                await _route(services, parsed, event_id, deadline)
             async with unit_of_work(services.sessions) as session:
                 await inbox.mark_handled(session, event_id)
     except Exception as exc:
@@ -96,12 +97,12 @@ def _event_context(parsed: Event | Ignored, event_id: str) -> AbstractContextMan
     )
 
 
-async def _route(services: Services, event: Event, event_id: str) -> None:
+async def _route(services: Services, event: Event, event_id: str, deadline: float | None) -> None:
     """Messages are turns; edits, deletes and reactions update the log, the signals and the
     MEM-01 observations in one transaction, then may trigger a consolidation."""
     data = event.data
     if isinstance(data, MessageCreate):
-        await run_turn(services, data, event_id)
+        await run_turn(services, data, event_id, deadline=deadline)
         return
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
