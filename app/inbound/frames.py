@@ -273,8 +273,7 @@ def dedupe_id(
     place in the gateway session (``session``, the frame's ``s``) when the relay sent it: a
     RESUME replays the same place, while removing and adding a reaction again is a new one.
     Without it, by their content (so a genuine re-add then reads as a replay)."""
-    position = _gateway_position(session, seq)
-    if position is not None and isinstance(data, _POSITIONAL):
+    if isinstance(data, _POSITIONAL) and (position := _gateway_position(session, seq)):
         return f"{_POSITIONAL_PREFIX[event_type]}@{position}"
     match data:
         case MessageCreate(id=message_id):
