@@ -278,22 +278,3 @@ async def test_unknown_memory_subcommand_answers_with_usage(stack: Stack) -> Non
     [answer] = stack.replies()
     assert answer["content"].startswith("Usage:")
     assert stack.model.requests == [] and stack.jev.requests == []
-
-
-async def test_an_event_that_keeps_failing_is_given_up_after_five_attempts(
-    stack: Stack, sessions: SessionFactory
-) -> None:
-    frame = message_create(content=f"{MENTION} poison?")
-    await stack.post(frame)
-    event_id = frame["d"]["id"]
-    async with sessions() as session, session.begin():
-        await session.execute(
-            update(InboxEvent).where(InboxEvent.id == event_id).values(attempts=5)
-        )
-    async with open_services(stack.settings) as services:
-        await handle_event(services, event_id)
-    async with sessions() as session:
-        event = await session.get(InboxEvent, event_id)
-        logged = await session.get(Message, int(event_id))
-    assert event is not None and event.attempts == 6 and event.handled_at is not None
-    assert logged is None and stack.discord.calls == []
