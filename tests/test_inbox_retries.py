@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import func, select, text
 
+from app.chat.fake import Failure, Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.inbound.inbox import prune_inbox, sweep_inbox
@@ -21,6 +22,7 @@ from app.inbound.retries import MAX_ATTEMPTS, retry_delay
 from app.kit.arqueue import create_queue
 from app.models.inbox import CompletedStep, InboxEvent
 from app.models.messages import Message
+from app.turn.pipeline import APOLOGY
 from tests.support.frames import message_create
 from tests.support.inbox import db_now, enqueue_due_now, inbox_row, make_due, set_row
 from tests.support.stack import BOT_ID, Stack, running_stack
@@ -30,6 +32,7 @@ MENTION = f"<@{BOT_ID}>"
 ADMIN = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 POST_TRIES = 4  # the Discord client's own attempts per call before the job fails
 OUTAGE = timedelta(minutes=15)
+MODEL_TEXT = "Hello from the model!"  # running_stack's model answer
 OLD_GIVE_UP = 5  # attempts before this change marked an event handled and gave up
 
 
@@ -79,6 +82,58 @@ async def test_a_fifteen_minute_discord_outage_loses_no_reply(
     assert len(stack.discord.reactions) == 1
     row = await inbox_row(sessions, event_id)
     assert row.handled_at is not None and row.dead_at is None and row.attempts == failed + 1
+
+
+async def test_a_fifteen_minute_anthropic_outage_loses_no_reply(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    frame = message_create(content=f"{MENTION} what should I cook tonight?")
+    event_id = frame["d"]["id"]
+    stack.model.default = Failure(529, retry_after=0.01)  # overloaded, through the SDK's retries
+    await stack.post(frame)
+    elapsed, failed = timedelta(), 0
+    while elapsed < OUTAGE:
+        await drain(stack.settings)
+        failed += 1
+        row = await inbox_row(sessions, event_id)
+        assert (row.attempts, row.handled_at, row.dead_at) == (failed, None, None)
+        assert row.last_error == "ChatUnavailable"
+        pause = retry_delay(failed)
+        assert pause is not None
+        await make_due(sessions, event_id)
+        elapsed += pause
+        assert await enqueue_due_now(sessions, stack.settings.redis_url) == 1
+    assert stack.replies() == []  # no apology while a retry may still answer
+    stack.model.default = Text(MODEL_TEXT)
+    await drain(stack.settings)  # Anthropic is back
+
+    assert failed < MAX_ATTEMPTS
+    [reply] = stack.replies()
+    assert reply["content"] == MODEL_TEXT
+    assert reply["message_reference"]["message_id"] == event_id
+    assert len(stack.discord.reactions) == 1  # the acknowledgement came once, at the start
+    row = await inbox_row(sessions, event_id)
+    assert row.handled_at is not None and row.attempts == failed + 1
+
+
+async def test_a_model_outage_through_the_last_attempt_gets_the_apology(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    frame = message_create(content=f"{MENTION} still there?")
+    event_id = frame["d"]["id"]
+    stack.model.default = Failure(529, retry_after=0.01)
+    await stack.post(frame)
+    await drain(stack.settings)
+    assert stack.replies() == []
+    await set_row(sessions, event_id, attempts=MAX_ATTEMPTS - 1)  # the retries between failed
+    await make_due(sessions, event_id)
+    assert await enqueue_due_now(sessions, stack.settings.redis_url) == 1
+    await drain(stack.settings)
+
+    [reply] = stack.replies()
+    assert reply["content"] == APOLOGY  # answered, never silently dropped
+    row = await inbox_row(sessions, event_id)
+    assert row.handled_at is not None and row.dead_at is None
 
 
 async def test_the_last_attempt_failing_dead_letters_the_event_and_a_replay_answers(

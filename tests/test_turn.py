@@ -245,10 +245,12 @@ async def test_post_accepted_but_response_lost_does_not_post_twice(
     assert await count(sessions, Message, Message.is_bot.is_(True)) == 1
 
 
-async def test_chat_model_failure_posts_a_marked_apology_and_no_memory_job(
+async def test_a_refused_chat_request_posts_a_marked_apology_and_no_memory_job(
     stack: Stack, sessions: SessionFactory
 ) -> None:
-    stack.model.default = Failure(500)
+    # A 400 is no outage: retrying would be refused again, so the apology goes out now.
+    # (An outage waits for the event's retries: test_inbox_retries.)
+    stack.model.default = Failure(400)
     stack.jev.answers[Question.WORTH_KEEPING] = 1.0
     frame = message_create(content=f"{MENTION} hello")
     await stack.deliver(frame)

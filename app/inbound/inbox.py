@@ -202,6 +202,11 @@ class Claimed:
         """Every attempt was used up by jobs that never reported back: give it up unrun."""
         return self.attempts > MAX_ATTEMPTS
 
+    @property
+    def last(self) -> bool:
+        """No retry follows if this attempt fails."""
+        return self.attempts >= MAX_ATTEMPTS
+
 
 async def claim(session: AsyncSession, event_id: str) -> Claimed | None:
     """Count one more attempt at an unfinished event; None when it is unknown, done or dead."""

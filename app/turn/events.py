@@ -46,7 +46,7 @@ async def handle_event(services: Services, event_id: str, *, deadline: float | N
         parsed = parse_dispatch(claimed.payload)
         with _event_context(parsed, event_id):
             if isinstance(parsed, Event):
-                await _route(services, parsed, event_id, deadline)
+                await _route(services, parsed, event_id, deadline, last_attempt=claimed.last)
             async with unit_of_work(services.sessions) as session:
                 await inbox.mark_handled(session, event_id)
     except Exception as exc:
@@ -97,12 +97,19 @@ def _event_context(parsed: Event | Ignored, event_id: str) -> AbstractContextMan
     )
 
 
-async def _route(services: Services, event: Event, event_id: str, deadline: float | None) -> None:
+async def _route(
+    services: Services,
+    event: Event,
+    event_id: str,
+    deadline: float | None,
+    *,
+    last_attempt: bool,
+) -> None:
     """Messages are turns; edits, deletes and reactions update the log, the signals and the
     MEM-01 observations in one transaction, then may trigger a consolidation."""
     data = event.data
     if isinstance(data, MessageCreate):
-        await run_turn(services, data, event_id, deadline=deadline)
+        await run_turn(services, data, event_id, deadline=deadline, last_attempt=last_attempt)
         return
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:

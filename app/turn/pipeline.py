@@ -18,7 +18,7 @@ from app.agent import TaskRequest
 from app.channel import log as channel_log
 from app.channel.exchange import Place
 from app.channel.signals import add_signal
-from app.chat.base import ChatFailed, Purpose
+from app.chat.base import ChatFailed, ChatUnavailable, Purpose
 from app.commands.dispatch import handle_command, is_staff
 from app.commands.parser import parse_command
 from app.db import unit_of_work
@@ -69,19 +69,30 @@ class Reply:
 
 
 async def run_turn(
-    services: Services, message: MessageCreate, event_id: str, *, deadline: float | None = None
+    services: Services,
+    message: MessageCreate,
+    event_id: str,
+    *,
+    deadline: float | None = None,
+    last_attempt: bool = True,
 ) -> None:
-    """``deadline``: ``time.monotonic()`` when the hosting job is killed (None: no limit)."""
+    """``deadline``: ``time.monotonic()`` when the hosting job is killed (None: no limit).
+    ``last_attempt``: no retry follows if this run fails, so a model outage gets an apology
+    now; before the last attempt it fails the run and the event's retry writes the reply."""
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
-    await _steps(services, message, event_id, deadline)
+    await _steps(services, message, event_id, deadline, last_attempt)
     # Observations were added on the way (the message, the reply): checked off the reply's
     # path. A turn that fails is retried, and the retry checks again.
     await consolidation.enqueue_if_due(services, message.channel_id)
 
 
 async def _steps(
-    services: Services, message: MessageCreate, event_id: str, deadline: float | None
+    services: Services,
+    message: MessageCreate,
+    event_id: str,
+    deadline: float | None,
+    last_attempt: bool,
 ) -> None:
     command = parse_command(message.content, services.bot_user_id)
     await log_message(services, message, event_id, observe=command is None)  # 3
@@ -99,7 +110,14 @@ async def _steps(
         decide_task(services, message, context), recall(services, message, context)
     )
     reply = await respond(
-        services, message, context, event_id, wants_task, memory, deadline=deadline
+        services,
+        message,
+        context,
+        event_id,
+        wants_task,
+        memory,
+        deadline=deadline,
+        last_attempt=last_attempt,
     )  # 10
     await remember(services, message, reply, event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
@@ -280,6 +298,7 @@ async def respond(
     memory: PromptMemory | None,
     *,
     deadline: float | None = None,
+    last_attempt: bool = True,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
@@ -288,7 +307,14 @@ async def respond(
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
         text, failed = await _compose(
-            services, message, context, memory, event_id, wants_task=wants_task, deadline=deadline
+            services,
+            message,
+            context,
+            memory,
+            event_id,
+            wants_task=wants_task,
+            deadline=deadline,
+            last_attempt=last_attempt,
         )
         async with unit_of_work(services.sessions) as session:
             planned = await steps.record(
@@ -306,6 +332,7 @@ async def _compose(
     *,
     wants_task: bool,
     deadline: float | None,
+    last_attempt: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
         text = await run_task(services, message, context, event_id, deadline)
@@ -314,6 +341,13 @@ async def _compose(
     try:
         return await write_reply(services, context, memory), False
     except ChatFailed as exc:
+        if isinstance(exc, ChatUnavailable) and not last_attempt:
+            # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
+            # apart) writes the real reply once the model is back.
+            log.warning(
+                "chat model unavailable; the reply waits for a retry", extra={"error": str(exc)}
+            )
+            raise
         log.error("reply generation failed; posting an apology", extra={"error": str(exc)})
         return APOLOGY, True
 
