@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     database_url: str
     redis_url: str = "redis://localhost:6379/0"
     gateway_token: SecretStr
+    # Also accepted by /webhook while GATEWAY_TOKEN is rotated (docs/operations.md).
+    gateway_token_previous: SecretStr | None = None
     admin_secret: SecretStr | None = None
 
     discord_bot_token: SecretStr | None = None
@@ -91,6 +93,8 @@ class Settings(BaseSettings):
     sandbox_max_containers: PositiveInt = 4
     sandbox_root: str = "/tmp/companion-sandbox"
     docker_url: str = "unix:///var/run/docker.sock"
+    # Task-agent runs per person in any rolling hour, counted across every worker.
+    tasks_per_user_per_hour: PositiveInt = 10
 
     @field_validator("sandbox_local_unsafe")
     @classmethod
@@ -157,6 +161,7 @@ class Settings(BaseSettings):
         "discord_gateway_url",
         "discord_bot_token",
         "admin_secret",
+        "gateway_token_previous",
         "jev_url",
         "jev_api_key",
         "jina_api_key",
@@ -168,7 +173,7 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("gateway_token", "admin_secret")
+    @field_validator("gateway_token", "gateway_token_previous", "admin_secret")
     @classmethod
     def _strong_secret(cls, value: SecretStr | None) -> SecretStr | None:
         # Every process that reads these settings refuses a guessable shared secret; the

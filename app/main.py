@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.admin.auth import AdminGate
 from app.admin.endpoints import router as admin_router
+from app.admin.inbox import router as inbox_admin_router
 from app.admin.people import router as people_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
@@ -35,7 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         queue = create_queue(config.redis_url)
         inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
         app.state.settings = config
-        app.state.gateway_token = config.gateway_token.get_secret_value().encode()
+        app.state.gateway_tokens = gateway_tokens(config)
         app.state.engine = engine
         app.state.sessions = create_session_factory(engine)
         app.state.queue = queue
@@ -54,12 +55,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.extend(inbound_routes)
     app.include_router(admin_router)
     app.include_router(people_router)
+    app.include_router(inbox_admin_router)
     app.add_middleware(AdminGate)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     return app
+
+
+def gateway_tokens(config: Settings) -> tuple[bytes, ...]:
+    """What /webhook accepts: GATEWAY_TOKEN, and GATEWAY_TOKEN_PREVIOUS during a rotation."""
+    tokens = (config.gateway_token, config.gateway_token_previous)
+    return tuple(token.get_secret_value().encode() for token in tokens if token is not None)
 
 
 async def _unreadable_body_is_422(request: Request, exc: Exception) -> Response:

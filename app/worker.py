@@ -6,6 +6,7 @@ longest job timeout + 10 s), which keeps recovery within the contract's two minu
 
 from __future__ import annotations
 
+import time
 from contextlib import AsyncExitStack
 from datetime import timedelta, timezone
 from typing import Any, TypedDict, cast
@@ -17,7 +18,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings, get_settings
-from app.inbound.inbox import PROCESS_EVENT, prune_inbox, sweep_inbox
+from app.inbound.inbox import PROCESS_EVENT, enqueue_due, prune_inbox, sweep_inbox
 from app.inbound.steps import PostedReply
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.arqworker import adopt_worker
@@ -73,7 +74,8 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 @instrumented("process_event")
 async def process_event(ctx: dict[str, Any], event_id: str) -> None:
-    await handle_event(_services(ctx), event_id)
+    deadline = time.monotonic() + JOB_TIMEOUT_S  # when ARQ kills this job
+    await handle_event(_services(ctx), event_id, deadline=deadline)
 
 
 @instrumented("remember")
@@ -118,6 +120,13 @@ async def sweep(ctx: dict[str, Any]) -> None:
         await services.agent.stop_idle(utcnow())
 
 
+@instrumented("retry")
+async def retry_due(ctx: dict[str, Any]) -> None:
+    """Every 10 s: enqueue the events whose backed-off retry is due (seconds-scale pauses)."""
+    services = _services(ctx)
+    await enqueue_due(services.sessions, services.queue)
+
+
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
     """04:30 JST: the de-duplication window, then (when LEDGER_CONTENT_DAYS is set) the
@@ -150,6 +159,7 @@ class WorkerSettings:
     ]
     cron_jobs = [  # noqa: RUF012
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
+        cron(retry_due, second=set(range(5, 60, 10)), timeout=10, keep_result=0),
         cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
         cron(start_night, hour=3, minute=0, second=0, timeout=60, keep_result=0),
     ]

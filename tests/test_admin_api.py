@@ -217,7 +217,7 @@ async def test_rollback_of_a_named_run_reports_skips(
 
     assert response.status_code == 200
     assert response.json()["skipped"] == [
-        {"memoryId": added, "action": "add", "reason": "deleted after the run"}
+        {"memoryId": added, "action": "add", "reason": "deleted after the run by its owner"}
     ]
     assert await memory_ids(sessions) == []
 

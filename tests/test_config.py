@@ -17,7 +17,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
     for name in (
         "DATABASE_URL",
         "GATEWAY_TOKEN",
+        "GATEWAY_TOKEN_PREVIOUS",
         "ADMIN_SECRET",
+        "TASKS_PER_USER_PER_HOUR",
         "JEV_URL",
         "JEV_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -135,3 +137,47 @@ def test_jev_url_without_jev_api_key_is_refused(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setenv("JEV_API_KEY", "jev-key")
     assert load_settings().jev_api_key is not None
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        pytest.param("change-me", "is a placeholder", id="placeholder"),
+        pytest.param(STRONG[:31], "is shorter than 32 characters", id="31-characters"),
+    ],
+)
+def test_a_weak_previous_gateway_token_is_refused_by_name_without_its_value(
+    monkeypatch: pytest.MonkeyPatch, value: str, reason: str
+) -> None:
+    for name, good in REQUIRED.items():
+        monkeypatch.setenv(name, good)
+    monkeypatch.setenv("GATEWAY_TOKEN_PREVIOUS", value)
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert f"GATEWAY_TOKEN_PREVIOUS {reason}" in str(failure.value)
+    assert value not in str(failure.value)
+
+
+def test_the_previous_gateway_token_is_optional_and_blank_is_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, good in REQUIRED.items():
+        monkeypatch.setenv(name, good)
+    assert load_settings().gateway_token_previous is None
+    monkeypatch.setenv("GATEWAY_TOKEN_PREVIOUS", "")
+    assert load_settings().gateway_token_previous is None
+    monkeypatch.setenv("GATEWAY_TOKEN_PREVIOUS", STRONG)
+    previous = load_settings().gateway_token_previous
+    assert previous is not None and previous.get_secret_value() == STRONG
+
+
+def test_tasks_per_user_per_hour_defaults_to_ten_and_must_be_positive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, good in REQUIRED.items():
+        monkeypatch.setenv(name, good)
+    assert load_settings().tasks_per_user_per_hour == 10
+    monkeypatch.setenv("TASKS_PER_USER_PER_HOUR", "0")
+    with pytest.raises(SettingsError) as failure:
+        load_settings()
+    assert "TASKS_PER_USER_PER_HOUR" in str(failure.value)

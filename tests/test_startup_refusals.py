@@ -60,6 +60,11 @@ UNSAFE = {
         "GATEWAY_TOKEN is a placeholder",
         "Change-Me",
     ),
+    "gateway-token-previous-short": (
+        {"GATEWAY_TOKEN_PREVIOUS": "previous-token-only-28-chars"},
+        "GATEWAY_TOKEN_PREVIOUS is shorter than 32 characters",
+        "previous-token-only-28-chars",
+    ),
     "admin-secret-short": (
         {"ADMIN_SECRET": "admin-secret-only-26-chars"},
         "ADMIN_SECRET is shorter than 32 characters",
@@ -95,7 +100,13 @@ def test_api_refuses_to_start(database_url: str, tmp_path: Path, case: str) -> N
 
 
 @pytest.mark.parametrize(
-    "case", ["gateway-token-short", "admin-secret-short", "jev-url-without-key"]
+    "case",
+    [
+        "gateway-token-short",
+        "gateway-token-previous-short",
+        "admin-secret-short",
+        "jev-url-without-key",
+    ],
 )
 def test_worker_refuses_to_start(database_url: str, tmp_path: Path, case: str) -> None:
     variables, message, value = UNSAFE[case]

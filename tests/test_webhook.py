@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy import func, select
 
@@ -19,8 +20,10 @@ from app.kit.arqueue import create_queue
 from app.main import create_app
 from app.models.inbox import InboxEvent
 from app.models.messages import Message
+from app.models.structured import Observation
 from tests.support.frames import frame, message_create, reaction_add
 from tests.support.servers import free_port, serve
+from tests.support.stack import running_stack
 from tests.support.worker import drain
 
 TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
@@ -208,3 +211,74 @@ async def test_health_and_readiness(api: str) -> None:
         ready = await client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"ready": True, "postgres": "ok", "redis": "ok"}
+
+
+# --- reactions de-duplicated by gateway session and sequence ------------------------------
+
+SESSION = {"x-discord-gateway-session": "9b2e4f6a8c0d1e3f5a7b9c1d3e5f7a9b"}
+
+
+async def test_a_reaction_added_removed_and_added_again_is_observed_twice(
+    settings: Settings, sessions: SessionFactory, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add = reaction_add(message_id=4242, user_id=2001, emoji="🎉")
+    remove = {**frame("MESSAGE_REACTION_REMOVE", add["d"]), "s": add["s"] + 1}
+    add_again = {**add, "s": add["s"] + 2}
+    headers = {**TOKEN, **SESSION}
+    async with running_stack(settings, monkeypatch) as stack:
+        answers = [(await post(stack.api, b, headers)).json() for b in (add, remove, add_again)]
+        # A RESUME replays a frame with its session and sequence: nothing new happens.
+        replayed = (await post(stack.api, add_again, headers)).json()
+        await drain(stack.settings)
+
+    assert answers == [{"status": "ok"}] * 3
+    assert replayed == {"status": "duplicate"}
+    async with sessions() as session:
+        kinds = (await session.scalars(select(Observation.kind))).all()
+    assert sorted(kinds) == ["reaction_add", "reaction_add", "reaction_remove"]
+
+
+async def test_without_the_session_header_a_re_add_reads_as_a_replay(
+    api: str, sessions: SessionFactory
+) -> None:
+    add = reaction_add(message_id=4242, user_id=2001, emoji="🎉")
+    assert (await post(api, add)).json() == {"status": "ok"}
+    assert (await post(api, {**add, "s": add["s"] + 2})).json() == {"status": "duplicate"}
+    assert await inbox_count(sessions) == 1
+
+
+# --- gateway token rotation -----------------------------------------------------------------
+
+NEW_TOKEN = "rotated-gateway-token-7e5c3a1f9d8b6402"
+
+
+async def test_during_a_rotation_the_new_and_the_previous_token_are_accepted(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    rotating = settings.model_copy(
+        update={
+            "gateway_token": SecretStr(NEW_TOKEN),
+            "gateway_token_previous": settings.gateway_token,
+        }
+    )
+    third = "some-other-gateway-token-0f1e2d3c4b5a6978"
+    async with serve(create_app(rotating)) as url:
+        new = await post(url, message_create(content="new"), {"x-discord-gateway-token": NEW_TOKEN})
+        old = await post(url, message_create(content="previous"), TOKEN)
+        other = await post(
+            url, message_create(content="neither"), {"x-discord-gateway-token": third}
+        )
+        missing = await post(url, message_create(content="none"), {})
+    assert (new.status_code, old.status_code) == (200, 200)
+    assert (other.status_code, missing.status_code) == (401, 401)
+    assert await inbox_count(sessions) == 2
+
+
+async def test_after_the_rotation_the_previous_token_is_refused(
+    settings: Settings, sessions: SessionFactory, redis: Redis
+) -> None:
+    rotated = settings.model_copy(update={"gateway_token": SecretStr(NEW_TOKEN)})
+    async with serve(create_app(rotated)) as url:
+        old = await post(url, message_create(content="previous"), TOKEN)
+    assert old.status_code == 401
+    assert await inbox_count(sessions) == 0

@@ -169,6 +169,34 @@ class ErasureReceipt(CamelModel):
     agent_sessions: int
 
 
+class DeadLetterBody(CamelModel):
+    """A given-up event: what it was and why, never its payload (no message text)."""
+
+    id: str = Field(description="the event's de-duplication id (a message id for messages)")
+    type: str = Field(description="the gateway dispatch type, e.g. MESSAGE_CREATE")
+    received_at: datetime
+    dead_at: datetime = Field(description="when its last attempt failed")
+    attempts: int
+    last_error: str | None = Field(description="the last failure's exception type")
+
+
+class DeadLettersBody(CamelModel):
+    events: list[DeadLetterBody] = Field(description="newest dead first, at most `limit`")
+    total: int = Field(description="every dead letter, however many are listed")
+
+
+class ReplayQueuedBody(CamelModel):
+    event_id: str
+    queued: bool = Field(
+        description="false when Redis refused the job; the sweeper enqueues it within seconds"
+    )
+
+
+class NotDeadBody(CamelModel):
+    detail: str = "the event is not dead: it is pending or handled"
+    event_id: str
+
+
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
     503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},

@@ -1,7 +1,8 @@
 """The chat model: a thin wrapper over ``anthropic.AsyncAnthropic`` for open text.
 
 Any failure (after the SDK's retries for 429/529/connection errors) or an empty text is one
-typed error, ChatFailed. Usage is recorded per call with its purpose."""
+typed error, ChatFailed; ChatUnavailable when it was an outage that may pass. Usage is
+recorded per call with its purpose."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import anthropic
 import httpx2
 from anthropic.types import MessageParam, TextBlockParam
 
-from app.chat.base import ChatFailed, Purpose, Usage
+from app.chat.base import ChatFailed, ChatUnavailable, Purpose, Usage
 from app.chat.usage import EMPTY, OK, record_failure, record_usage
 from app.config import Settings
 
@@ -95,7 +96,8 @@ class AnthropicChat:
         except anthropic.AnthropicError as exc:
             outcome = _failure_kind(exc)
             record_failure(purpose, outcome=outcome, latency_ms=_ms_since(started))
-            raise ChatFailed(f"chat model call failed ({purpose.value}): {outcome}") from exc
+            failed = ChatUnavailable if _passing(exc) else ChatFailed
+            raise failed(f"chat model call failed ({purpose.value}): {outcome}") from exc
         usage = Usage(purpose, message.usage.input_tokens, message.usage.output_tokens)
         text = "".join(block.text for block in message.content if block.type == "text").strip()
         record_usage(usage, outcome=OK if text else EMPTY, latency_ms=_ms_since(started))
@@ -120,6 +122,15 @@ def _failure_kind(exc: anthropic.AnthropicError) -> str:
     if isinstance(exc, anthropic.APIConnectionError):
         return "connection"
     return "error"
+
+
+def _passing(exc: anthropic.AnthropicError) -> bool:
+    """An outage rather than a refusal: no answer, rate-limited, or the server failing."""
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return True
+    return isinstance(exc, anthropic.APIStatusError) and (
+        exc.status_code == 429 or exc.status_code >= 500
+    )
 
 
 def _ms_since(started: float) -> float:

@@ -1,4 +1,4 @@
-"""The chat-model boundary: open text only, one typed failure."""
+"""The chat-model boundary: open text only, one typed failure (and its passing kind)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ class Purpose(StrEnum):
 
 class ChatFailed(Exception):
     """The chat model gave no usable text (after the SDK's own retries)."""
+
+
+class ChatUnavailable(ChatFailed):
+    """The model could not be reached or was overloaded (a timeout, a connection error,
+    429, 5xx/529): an outage that later may pass, unlike a refused request or an empty text."""
 
 
 @dataclass(frozen=True, slots=True)

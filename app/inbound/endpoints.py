@@ -14,6 +14,7 @@ from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Inco
 
 MAX_BODY = 1024 * 1024
 TOKEN_HEADER = "x-discord-gateway-token"
+SESSION_HEADER = "x-discord-gateway-session"
 
 
 webhook_responses = Counter(
@@ -27,9 +28,14 @@ def _answer(status: int, body: dict[str, object]) -> JSONResponse:
 
 
 def _token_ok(request: Request) -> bool:
-    expected: bytes = request.app.state.gateway_token
+    """The current token or, during a rotation, the previous one. Every accepted token is
+    compared (no early exit), each in constant time."""
+    accepted: tuple[bytes, ...] = request.app.state.gateway_tokens
     given = request.headers.get(TOKEN_HEADER, "").encode()
-    return hmac.compare_digest(given, expected)
+    matched = False
+    for expected in accepted:
+        matched |= hmac.compare_digest(given, expected)
+    return matched
 
 
 async def _read_capped(request: Request) -> bytes | None:
@@ -58,7 +64,7 @@ async def webhook(request: Request) -> JSONResponse:
         return _answer(413, {"error": "body over 1 MiB"})
     try:
         text = decode_body(body)
-        event = parse_frame(text)
+        event = parse_frame(text, session=request.headers.get(SESSION_HEADER))
     except FrameError as exc:
         return _answer(422, {"error": "invalid frame", "problems": exc.problems})
     if isinstance(event, Ignored):

@@ -206,8 +206,9 @@ def decode_body(body: bytes) -> str:
         raise FrameError([{"field": "body", "problem": "not UTF-8 text"}]) from None
 
 
-def parse_frame(text: str) -> Event | Ignored:
-    """Parse a request body into an Event; Ignored for types we do not handle."""
+def parse_frame(text: str, session: str | None = None) -> Event | Ignored:
+    """Parse a request body into an Event; Ignored for types we do not handle. ``session``:
+    the relay's ``x-discord-gateway-session`` header, when it sent one."""
     try:
         frame = json.loads(text)
     except (ValueError, RecursionError):
@@ -215,10 +216,10 @@ def parse_frame(text: str) -> Event | Ignored:
         raise FrameError([{"field": "body", "problem": "not valid JSON"}]) from None
     if not isinstance(frame, dict):
         raise FrameError([{"field": "body", "problem": "expected a JSON object"}])
-    return parse_dispatch(frame)
+    return parse_dispatch(frame, session)
 
 
-def parse_dispatch(frame: dict[str, Any]) -> Event | Ignored:
+def parse_dispatch(frame: dict[str, Any], session: str | None = None) -> Event | Ignored:
     t = frame.get("t")
     if not isinstance(t, str) or t not in EventType.__members__:
         return IGNORED
@@ -230,7 +231,12 @@ def parse_dispatch(frame: dict[str, Any]) -> Event | Ignored:
         data = MODELS[event_type].model_validate(d)
     except ValidationError as exc:
         raise FrameError(_problems(exc)) from None
-    return Event(type=event_type, data=data, dedupe_id=dedupe_id(event_type, data))
+    seq = frame.get("s")
+    return Event(
+        type=event_type,
+        data=data,
+        dedupe_id=dedupe_id(event_type, data, session=session, seq=seq),
+    )
 
 
 def _problems(exc: ValidationError) -> list[dict[str, str]]:
@@ -246,8 +252,29 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def dedupe_id(event_type: EventType, data: EventData) -> str:
-    """A stable id per event: a replay of the same event always maps to the same id."""
+def _gateway_position(session: object, seq: object) -> str | None:
+    """``<session>:<s>`` when both are usable: a gateway session id is short printable ASCII
+    (Discord's are 32 hex digits), a sequence a non-negative integer."""
+    if not isinstance(session, str) or not 0 < len(session) <= 128:
+        return None
+    if not (session.isascii() and session.isprintable()):
+        return None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        return None
+    return f"{session}:{seq}"
+
+
+def dedupe_id(
+    event_type: EventType, data: EventData, *, session: object = None, seq: object = None
+) -> str:
+    """A stable id per event: a replay of the same event always maps to the same id.
+
+    Events without a Discord id of their own (reactions, bulk deletes) are keyed by their
+    place in the gateway session (``session``, the frame's ``s``) when the relay sent it: a
+    RESUME replays the same place, while removing and adding a reaction again is a new one.
+    Without it, by their content (so a genuine re-add then reads as a replay)."""
+    if isinstance(data, _POSITIONAL) and (position := _gateway_position(session, seq)):
+        return f"{_POSITIONAL_PREFIX[event_type]}@{position}"
     match data:
         case MessageCreate(id=message_id):
             return str(message_id)
@@ -266,3 +293,20 @@ def dedupe_id(event_type: EventType, data: EventData) -> str:
         case ReactionRemoveEmoji():
             return f"reaction-clear-emoji:{data.message_id}:{data.emoji.value}"
     raise AssertionError(f"unhandled event data {type(data).__name__}")
+
+
+# Messages are keyed by their own id (edits by id and version, deletes by id): unchanged.
+_POSITIONAL = (
+    MessageDeleteBulk,
+    ReactionAdd,
+    ReactionRemove,
+    ReactionRemoveAll,
+    ReactionRemoveEmoji,
+)
+_POSITIONAL_PREFIX = {
+    EventType.MESSAGE_DELETE_BULK: "delete-bulk",
+    EventType.MESSAGE_REACTION_ADD: "reaction-add",
+    EventType.MESSAGE_REACTION_REMOVE: "reaction-remove",
+    EventType.MESSAGE_REACTION_REMOVE_ALL: "reaction-clear",
+    EventType.MESSAGE_REACTION_REMOVE_EMOJI: "reaction-clear-emoji",
+}

@@ -1,4 +1,5 @@
-"""The durable inbox: record events with group commit, re-enqueue the unfinished, prune old.
+"""The durable inbox: record events with group commit, retry the failed with backoff,
+dead-letter the given up, replay them on request, prune old handled rows.
 
 Concurrent webhook requests are grouped into one INSERT … ON CONFLICT DO NOTHING and one
 commit, so many events share one WAL flush while each request still waits for its own
@@ -10,15 +11,18 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, text, update
+from prometheus_client import Counter, Gauge
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory, unit_of_work
 from app.inbound import steps
+from app.inbound.retries import LAST_ATTEMPT_LEASE, MAX_ATTEMPTS, RETRY_DELAYS, retry_delay
 from app.kit.queue import JobQueue
 from app.kit.sql import rewrite_matching
 from app.models.inbox import InboxEvent
@@ -164,7 +168,26 @@ async def enqueue_events(queue: JobQueue, event_ids: Sequence[str]) -> int:
     return len(event_ids)
 
 
-# --- the event job's claim and finish -------------------------------------------------------
+# --- the event job's claim, failure and finish ---------------------------------------------
+
+DEAD_LETTERS = Counter(
+    "inbox_dead_lettered_total", "Events given up after their retries (dead-lettered)"
+)
+DEAD_NOW = Gauge("inbox_dead_letters", "Dead-lettered events not replayed (at the last sweep)")
+RETRIES = Counter("inbox_retries_total", "Failed event jobs scheduled to run again")
+
+# A claimed attempt that never reports back (worker killed, job timeout) is due again after
+# its pause, as if it had failed; the last attempt's claim waits LAST_ATTEMPT_LEASE.
+_CLAIM = text(
+    """
+    UPDATE inbox
+    SET attempts = attempts + 1,
+        next_attempt_at = now() + make_interval(
+            secs => coalesce((CAST(:delays AS float8[]))[attempts + 1], :last_lease))
+    WHERE id = :id AND handled_at IS NULL AND dead_at IS NULL
+    RETURNING attempts, payload
+    """
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,18 +197,59 @@ class Claimed:
     attempts: int
     payload: dict[str, Any]
 
+    @property
+    def exhausted(self) -> bool:
+        """Every attempt was used up by jobs that never reported back: give it up unrun."""
+        return self.attempts > MAX_ATTEMPTS
+
+    @property
+    def last(self) -> bool:
+        """No retry follows if this attempt fails."""
+        return self.attempts >= MAX_ATTEMPTS
+
 
 async def claim(session: AsyncSession, event_id: str) -> Claimed | None:
-    """Count one more attempt at an unfinished event; None when it is unknown or done."""
-    row = (
-        await session.execute(
-            update(InboxEvent)
-            .where(InboxEvent.id == event_id, InboxEvent.handled_at.is_(None))
-            .values(attempts=InboxEvent.attempts + 1)
-            .returning(InboxEvent.attempts, InboxEvent.payload)
-        )
-    ).one_or_none()
+    """Count one more attempt at an unfinished event; None when it is unknown, done or dead."""
+    params = {
+        "id": event_id,
+        "delays": [d.total_seconds() for d in RETRY_DELAYS],
+        "last_lease": LAST_ATTEMPT_LEASE.total_seconds(),
+    }
+    row = (await session.execute(_CLAIM, params)).one_or_none()
     return Claimed(int(row[0]), dict(row[1])) if row is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What became of a failed attempt: retried after ``retry_in``, or dead-lettered."""
+
+    retry_in: timedelta | None
+
+    @property
+    def dead(self) -> bool:
+        return self.retry_in is None
+
+
+async def record_failure(session: AsyncSession, event_id: str, attempt: int, error: str) -> Failure:
+    """Schedule the next attempt by the backoff, or dead-letter the event when its attempts
+    are spent. ``error`` is the exception's type name only: never a message, never data."""
+    delay = retry_delay(attempt)
+    values: dict[str, Any] = {"last_error": error[:200]}
+    if delay is None:
+        # Dead, not handled: it stays (and is never pruned) until replayed.
+        values.update(dead_at=func.now(), attempts=func.least(InboxEvent.attempts, MAX_ATTEMPTS))
+    else:
+        values.update(next_attempt_at=func.now() + delay)
+    await session.execute(
+        update(InboxEvent)
+        .where(
+            InboxEvent.id == event_id,
+            InboxEvent.handled_at.is_(None),
+            InboxEvent.dead_at.is_(None),
+        )
+        .values(**values)
+    )
+    return Failure(retry_in=delay)
 
 
 async def mark_handled(session: AsyncSession, event_id: str) -> None:
@@ -194,37 +258,126 @@ async def mark_handled(session: AsyncSession, event_id: str) -> None:
     )
 
 
-_PENDING = text(
+# --- dead letters -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A given-up event as operators see it: no payload, so no message text."""
+
+    id: str
+    event_type: str
+    received_at: datetime
+    dead_at: datetime
+    attempts: int
+    last_error: str | None
+
+
+_DEAD = (InboxEvent.dead_at.is_not(None), InboxEvent.handled_at.is_(None))
+
+
+async def dead_letters(session: AsyncSession, *, limit: int) -> tuple[list[DeadLetter], int]:
+    """The newest ``limit`` dead letters, and how many there are in all."""
+    rows = await session.execute(
+        select(
+            InboxEvent.id,
+            InboxEvent.event_type,
+            InboxEvent.received_at,
+            InboxEvent.dead_at,
+            InboxEvent.attempts,
+            InboxEvent.last_error,
+        )
+        .where(*_DEAD)
+        .order_by(InboxEvent.dead_at.desc(), InboxEvent.id)
+        .limit(limit)
+    )
+    total = await session.scalar(select(func.count()).select_from(InboxEvent).where(*_DEAD))
+    return [DeadLetter(*row) for row in rows], int(total or 0)
+
+
+class Replay(StrEnum):
+    REPLAYED = "replayed"
+    UNKNOWN = "unknown"
+    NOT_DEAD = "not-dead"
+
+
+async def replay(session: AsyncSession, event_id: str) -> Replay:
+    """Give a dead letter a fresh set of attempts, due now; the caller enqueues it after the
+    commit (and the sweeper does, should that enqueue fail)."""
+    revived = await session.scalar(
+        update(InboxEvent)
+        .where(InboxEvent.id == event_id, *_DEAD)
+        .values(attempts=0, dead_at=None, next_attempt_at=func.now())
+        .returning(InboxEvent.id)
+    )
+    if revived is not None:
+        return Replay.REPLAYED
+    known = await session.scalar(select(InboxEvent.id).where(InboxEvent.id == event_id))
+    return Replay.NOT_DEAD if known is not None else Replay.UNKNOWN
+
+
+# Never claimed: due once the webhook's own enqueue had its grace. Claimed: at its next attempt.
+_DUE = text(
     """
     SELECT id FROM inbox
-    WHERE handled_at IS NULL AND received_at < now() - make_interval(secs => :grace)
-    ORDER BY received_at
+    WHERE handled_at IS NULL AND dead_at IS NULL
+      AND coalesce(next_attempt_at, received_at + make_interval(secs => :grace)) <= now()
+    ORDER BY coalesce(next_attempt_at, received_at)
     LIMIT :limit
     """
 )
-_PRUNE = text("DELETE FROM inbox WHERE received_at < now() - make_interval(days => :days)")
+_COUNTS = text(
+    """
+    SELECT count(*) FILTER (
+               WHERE dead_at IS NULL AND received_at < now() - make_interval(secs => :grace)),
+           count(*) FILTER (WHERE dead_at IS NOT NULL)
+    FROM inbox WHERE handled_at IS NULL
+    """
+)
+_UNHANDLED = text("SELECT id FROM inbox WHERE handled_at IS NULL")
+_PRUNE = text(
+    """
+    DELETE FROM inbox
+    WHERE handled_at IS NOT NULL AND received_at < now() - make_interval(days => :days)
+    """
+)
+
+
+async def enqueue_due(
+    sessions: SessionFactory, queue: JobQueue, *, grace_s: float = 45.0, limit: int = 1000
+) -> int:
+    """Enqueue the events whose next attempt is due (never the dead, never one early); the
+    job id keeps this idempotent while an attempt is still queued or running."""
+    async with sessions() as session:
+        result = await session.execute(_DUE, {"grace": grace_s, "limit": limit})
+        due = [row[0] for row in result]
+    if not due:
+        return 0
+    enqueued = await enqueue_events(queue, due)
+    log.info("inbox due events enqueued", extra={"due": len(due), "enqueued": enqueued})
+    return len(due)
 
 
 async def sweep_inbox(
     sessions: SessionFactory, queue: JobQueue, *, grace_s: float = 45.0, limit: int = 1000
 ) -> int:
-    """Re-enqueue recorded events no job has finished; the job id keeps this idempotent."""
+    """Enqueue what is due, refresh the dead-letter gauge; the backlog: unfinished events
+    older than the grace that are not dead (waiting for a retry included)."""
+    await enqueue_due(sessions, queue, grace_s=grace_s, limit=limit)
     async with sessions() as session:
-        result = await session.execute(_PENDING, {"grace": grace_s, "limit": limit})
-        pending = [row[0] for row in result]
-    if not pending:
-        return 0
-    enqueued = await enqueue_events(queue, pending)
-    log.info("inbox swept", extra={"pending": len(pending), "enqueued": enqueued})
-    return len(pending)
+        backlog, dead = (await session.execute(_COUNTS, {"grace": grace_s})).one()
+    DEAD_NOW.set(int(dead))
+    return int(backlog)
 
 
 async def prune_inbox(sessions: SessionFactory) -> int:
-    """The only retention job: forget de-duplication ids (and the per-event step records
-    that go with them) older than seven days."""
+    """The only retention job: forget handled events' de-duplication ids (and step records)
+    older than seven days. Pending and dead events, and their step records, stay until they
+    are handled: a replay must still find what its earlier attempts already did."""
     async with unit_of_work(sessions) as session:
         result = await session.execute(_PRUNE, {"days": DEDUPE_WINDOW.days})
-        await steps.prune(session, older_than_days=DEDUPE_WINDOW.days)
+        unfinished = [row[0] for row in await session.execute(_UNHANDLED)]
+        await steps.prune(session, older_than_days=DEDUPE_WINDOW.days, keep=unfinished)
     return int(getattr(result, "rowcount", 0))
 
 

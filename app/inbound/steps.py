@@ -12,6 +12,7 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.locks import xact_lock
 from app.kit.sql import rewrite_matching
 from app.models.inbox import CompletedStep
 
@@ -19,6 +20,8 @@ from app.models.inbox import CompletedStep
 class Step(StrEnum):
     COMMAND = "command"  # a chat command ran (its answer may still be pending)
     REACT = "react"  # the reaction was chosen (emoji, and whether it is enough)
+    TASK_GRANT = "task-grant"  # the person's hourly task quota was checked (granted or not)
+    TASK = "task"  # the task agent's answer (text, or none), fixed before it is used
     REPLY_TEXT = "reply-text"  # the reply's text was fixed before posting
     REPLY = "reply"  # the reply was posted (message ids)
     REMEMBERED = "remembered"  # the memory write path ran after the reply
@@ -101,11 +104,39 @@ async def replies_not_remembered(
     ]
 
 
-async def prune(session: AsyncSession, *, older_than_days: int) -> int:
-    """Step records are only needed while their event can still be replayed or retried."""
+_TASK_GRANTS = text(
+    """
+    SELECT count(*) FROM completed_steps
+    WHERE step = 'task-grant' AND result ->> 'user_id' = :user_id
+      AND done_at > now() - interval '1 hour'
+      AND coalesce((result ->> 'granted')::boolean, false)
+    """
+)
+
+
+async def grant_task(session: AsyncSession, event_id: str, user_id: int, *, per_hour: int) -> bool:
+    """Whether this event may run a task for ``user_id``: fewer than ``per_hour`` tasks of
+    theirs were granted in the last hour, on any worker. Decided once per event (a retried
+    job gets the same answer and spends no second grant); the caller commits it."""
+    await xact_lock(session, "task-grant", user_id)  # one decision per person at a time
+    earlier = await done(session, event_id, Step.TASK_GRANT)
+    if earlier is not None:
+        return bool(earlier.get("granted"))
+    recent = int(await session.scalar(_TASK_GRANTS, {"user_id": str(user_id)}) or 0)
+    granted = recent < per_hour
+    await record(session, event_id, Step.TASK_GRANT, {"user_id": str(user_id), "granted": granted})
+    return granted
+
+
+async def prune(session: AsyncSession, *, older_than_days: int, keep: Iterable[str] = ()) -> int:
+    """Step records are only needed while their event can still be replayed or retried:
+    ``keep`` names the events still unfinished (pending or dead), whatever their age."""
     result = await session.execute(
-        text("DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days)"),
-        {"days": older_than_days},
+        text(
+            "DELETE FROM completed_steps WHERE done_at < now() - make_interval(days => :days) "
+            "AND NOT (event_id = ANY(:keep))"
+        ),
+        {"days": older_than_days, "keep": list(keep)},
     )
     return int(getattr(result, "rowcount", 0))
 

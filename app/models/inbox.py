@@ -17,10 +17,19 @@ class InboxEvent(Base):
     received_at: Mapped[CreatedAt]
     handled_at: Mapped[Timestamp | None]
     attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # Retries back off by attempt; an event given up is dead (not handled) until replayed.
+    next_attempt_at: Mapped[Timestamp | None]
+    last_error: Mapped[str | None] = mapped_column(Text)  # the exception's type name only
+    dead_at: Mapped[Timestamp | None]
 
     __table_args__ = (
         Index("ix_inbox_pending", "received_at", postgresql_where=text("handled_at IS NULL")),
         Index("ix_inbox_received_at", "received_at"),
+        Index(
+            "ix_inbox_dead",
+            "dead_at",
+            postgresql_where=text("dead_at IS NOT NULL AND handled_at IS NULL"),
+        ),
     )
 
 
@@ -34,4 +43,13 @@ class CompletedStep(Base):
     result: Mapped[Json | None]
     done_at: Mapped[CreatedAt]
 
-    __table_args__ = (Index("ix_completed_steps_done_at", "done_at"),)
+    __table_args__ = (
+        Index("ix_completed_steps_done_at", "done_at"),
+        # The per-person task quota counts a person's recent task grants.
+        Index(
+            "ix_completed_steps_task_grants",
+            text("(result ->> 'user_id')"),
+            "done_at",
+            postgresql_where=text("step = 'task-grant'"),
+        ),
+    )

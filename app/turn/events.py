@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,6 +15,7 @@ from app.inbound.frames import (
     Event,
     EventData,
     EventType,
+    Ignored,
     MessageCreate,
     MessageDelete,
     MessageDeleteBulk,
@@ -29,44 +31,85 @@ from app.turn.pipeline import run_turn
 
 log = logging.getLogger(__name__)
 
-# A poison event stops being retried after this many attempts (it stays in the inbox).
-MAX_ATTEMPTS = 5
+# A job whose attempt was claimed but that never reported back (killed, timed out).
+JOB_LOST = "JobLost"
 
 
-async def handle_event(services: Services, event_id: str) -> None:
-    event = await _claim(services, event_id)
-    if event is None:
+async def handle_event(services: Services, event_id: str, *, deadline: float | None = None) -> None:
+    """Run one recorded event once more. ``deadline``: ``time.monotonic()`` by which the job
+    is killed (None outside a job); a failure is recorded and retried later by the inbox's
+    backoff, or dead-lettered when its attempts are spent."""
+    claimed = await _claim(services, event_id)
+    if claimed is None:
         return
-    channel_id = getattr(event.data, "channel_id", None)
-    turn_id = event_id if isinstance(event.data, MessageCreate) else None
-    with log_context(
-        event_id=event_id, event_type=event.type.value, channel_id=channel_id, turn_id=turn_id
-    ):
-        await _route(services, event, event_id)
-        async with unit_of_work(services.sessions) as session:
-            await inbox.mark_handled(session, event_id)
+    try:
+        parsed = parse_dispatch(claimed.payload)
+        with _event_context(parsed, event_id):
+            if isinstance(parsed, Event):
+                await _route(services, parsed, event_id, deadline, last_attempt=claimed.last)
+            async with unit_of_work(services.sessions) as session:
+                await inbox.mark_handled(session, event_id)
+    except Exception as exc:
+        await _record_failure(services, event_id, claimed.attempts, type(exc).__name__)
+        raise
 
 
-async def _claim(services: Services, event_id: str) -> Event | None:
-    """Count the attempt; None when the event is unknown, done, or given up on."""
+async def _claim(services: Services, event_id: str) -> inbox.Claimed | None:
+    """Count the attempt; None when the event is unknown, done, dead, or just given up."""
     async with unit_of_work(services.sessions) as session:
         claimed = await inbox.claim(session, event_id)
-        if claimed is None:
-            return None
-        if claimed.attempts > MAX_ATTEMPTS:
-            await inbox.mark_handled(session, event_id)
-            log.error("event given up after repeated failures", extra={"event_id": event_id})
-            return None
-    parsed = parse_dispatch(claimed.payload)
-    return parsed if isinstance(parsed, Event) else None
+    if claimed is not None and claimed.exhausted:
+        # Its last attempt never reported back: running it again could kill this worker too.
+        await _record_failure(services, event_id, claimed.attempts, JOB_LOST)
+        return None
+    return claimed
 
 
-async def _route(services: Services, event: Event, event_id: str) -> None:
+async def _record_failure(services: Services, event_id: str, attempt: int, error: str) -> None:
+    try:
+        async with unit_of_work(services.sessions) as session:
+            failure = await inbox.record_failure(session, event_id, attempt, error)
+    except Exception as exc:
+        # Postgres is failing too: the claim already set when this attempt is due again.
+        log.warning(
+            "event failure not recorded", extra={"event_id": event_id, "error": type(exc).__name__}
+        )
+        return
+    extra = {"event_id": event_id, "attempt": attempt, "error": error}
+    if failure.retry_in is None:
+        inbox.DEAD_LETTERS.inc()
+        log.error("event dead-lettered after its retries", extra=extra)
+    else:
+        inbox.RETRIES.inc()
+        log.warning(
+            "event failed; retrying later",
+            extra={**extra, "retry_in_s": failure.retry_in.total_seconds()},
+        )
+
+
+def _event_context(parsed: Event | Ignored, event_id: str) -> AbstractContextManager[None]:
+    if not isinstance(parsed, Event):
+        return log_context(event_id=event_id)
+    channel_id = getattr(parsed.data, "channel_id", None)
+    turn_id = event_id if isinstance(parsed.data, MessageCreate) else None
+    return log_context(
+        event_id=event_id, event_type=parsed.type.value, channel_id=channel_id, turn_id=turn_id
+    )
+
+
+async def _route(
+    services: Services,
+    event: Event,
+    event_id: str,
+    deadline: float | None,
+    *,
+    last_attempt: bool,
+) -> None:
     """Messages are turns; edits, deletes and reactions update the log, the signals and the
     MEM-01 observations in one transaction, then may trigger a consolidation."""
     data = event.data
     if isinstance(data, MessageCreate):
-        await run_turn(services, data, event_id)
+        await run_turn(services, data, event_id, deadline=deadline, last_attempt=last_attempt)
         return
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:

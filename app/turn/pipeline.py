@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +18,8 @@ from app.agent import TaskRequest
 from app.channel import log as channel_log
 from app.channel.exchange import Place
 from app.channel.signals import add_signal
-from app.chat.base import ChatFailed, Purpose
-from app.commands.dispatch import handle_command
+from app.chat.base import ChatFailed, ChatUnavailable, Purpose
+from app.commands.dispatch import handle_command, is_staff
 from app.commands.parser import parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
@@ -40,8 +41,16 @@ log = logging.getLogger(__name__)
 
 FALLBACK_EMOJI = "👍"
 APOLOGY = "Sorry, I couldn't put a reply together just now. Please try again in a moment."
+TASK_LIMITED = (
+    "I've already worked on quite a few tasks for you in the last hour, so I'll sit this one "
+    "out. Ask me again a little later!"
+)
+# What the turn still needs once the task agent is done, besides the chat call's own
+# timeout (the written reply, should the agent give nothing): the post and the step records.
+FALLBACK_MARGIN_S = 10.0
 
 turn_outcomes = Counter("turn_outcomes_total", "Finished turns by how they ended", ["outcome"])
+task_requests = Counter("task_requests_total", "Task requests by what became of them", ["outcome"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +68,32 @@ class Reply:
     failed: bool
 
 
-async def run_turn(services: Services, message: MessageCreate, event_id: str) -> None:
+async def run_turn(
+    services: Services,
+    message: MessageCreate,
+    event_id: str,
+    *,
+    deadline: float | None = None,
+    last_attempt: bool = True,
+) -> None:
+    """``deadline``: ``time.monotonic()`` when the hosting job is killed (None: no limit).
+    ``last_attempt``: no retry follows if this run fails, so a model outage gets an apology
+    now; before the last attempt it fails the run and the event's retry writes the reply."""
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
-    await _steps(services, message, event_id)
+    await _steps(services, message, event_id, deadline, last_attempt)
     # Observations were added on the way (the message, the reply): checked off the reply's
     # path. A turn that fails is retried, and the retry checks again.
     await consolidation.enqueue_if_due(services, message.channel_id)
 
 
-async def _steps(services: Services, message: MessageCreate, event_id: str) -> None:
+async def _steps(
+    services: Services,
+    message: MessageCreate,
+    event_id: str,
+    deadline: float | None,
+    last_attempt: bool,
+) -> None:
     command = parse_command(message.content, services.bot_user_id)
     await log_message(services, message, event_id, observe=command is None)  # 3
     if command is not None:  # 4
@@ -84,7 +109,16 @@ async def _steps(services: Services, message: MessageCreate, event_id: str) -> N
     wants_task, memory = await asyncio.gather(
         decide_task(services, message, context), recall(services, message, context)
     )
-    reply = await respond(services, message, context, event_id, wants_task, memory)  # 10
+    reply = await respond(
+        services,
+        message,
+        context,
+        event_id,
+        wants_task,
+        memory,
+        deadline=deadline,
+        last_attempt=last_attempt,
+    )  # 10
     await remember(services, message, reply, event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
 
@@ -165,7 +199,7 @@ def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
 # 7. Context -----------------------------------------------------------------------------
 
 
-TURN_STEPS = (Step.REACT, Step.REPLY_TEXT, Step.REPLY)
+TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPLY)
 
 
 async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
@@ -262,6 +296,9 @@ async def respond(
     event_id: str,
     wants_task: bool,
     memory: PromptMemory | None,
+    *,
+    deadline: float | None = None,
+    last_attempt: bool = True,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
@@ -269,7 +306,16 @@ async def respond(
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
-        text, failed = await _compose(services, message, context, memory, wants_task=wants_task)
+        text, failed = await _compose(
+            services,
+            message,
+            context,
+            memory,
+            event_id,
+            wants_task=wants_task,
+            deadline=deadline,
+            last_attempt=last_attempt,
+        )
         async with unit_of_work(services.sessions) as session:
             planned = await steps.record(
                 session, event_id, Step.REPLY_TEXT, {"text": text, "failed": failed}
@@ -282,30 +328,95 @@ async def _compose(
     message: MessageCreate,
     context: Context,
     memory: PromptMemory,
+    event_id: str,
     *,
     wants_task: bool,
+    deadline: float | None,
+    last_attempt: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
-        text = await run_task(services, message, context)
+        text = await run_task(services, message, context, event_id, deadline)
         if text:
             return text, False
     try:
         return await write_reply(services, context, memory), False
     except ChatFailed as exc:
+        if isinstance(exc, ChatUnavailable) and not last_attempt:
+            # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
+            # apart) writes the real reply once the model is back.
+            log.warning(
+                "chat model unavailable; the reply waits for a retry", extra={"error": str(exc)}
+            )
+            raise
         log.error("reply generation failed; posting an apology", extra={"error": str(exc)})
         return APOLOGY, True
 
 
-async def run_task(services: Services, message: MessageCreate, context: Context) -> str | None:
+def task_budget(deadline: float | None, now: float, chat_timeout_s: float) -> float | None:
+    """The task agent's time: what is left of the job (``deadline`` and ``now`` on the
+    monotonic clock) less what the written reply and its post need should the agent give
+    nothing. None without a deadline (the agent's own cap applies)."""
+    if deadline is None:
+        return None
+    return deadline - now - chat_timeout_s - FALLBACK_MARGIN_S
+
+
+async def run_task(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    event_id: str,
+    deadline: float | None = None,
+) -> str | None:
+    """The text the task path posts: the agent's answer, or the polite refusal past the
+    person's hourly limit; None to write the normal reply. The agent runs at most once per
+    event: its answer is recorded before it is used, so a retried job never runs tools again."""
     assert services.agent is not None
+    if (recorded := context.done.get(Step.TASK)) is not None:
+        text = recorded.get("text")
+        return text if isinstance(text, str) else None
+    if Step.TASK_GRANT in context.done:
+        # An earlier run was granted the task and ended before recording the agent's answer
+        # (killed mid-task): running the tools again could repeat what they did.
+        log.warning("task interrupted on an earlier attempt; writing the normal reply")
+        task_requests.labels(outcome="interrupted").inc()
+        return None
+    budget_s = task_budget(deadline, time.monotonic(), services.settings.chat_timeout_s)
+    if budget_s is not None and budget_s <= 0:
+        log.warning("no time left for the task agent", extra={"budget_s": budget_s})
+        task_requests.labels(outcome="no_time").inc()
+        return None
+    if not await _grant_task(services, message, event_id):
+        return TASK_LIMITED
     request = TaskRequest(
         channel_id=message.channel_id,
         requester_name=message.author_name,
         request=message.content,
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
+        requester_is_staff=is_staff(message, services.settings),
     )
-    return await services.agent.run(request)
+    answer = await services.agent.run(request, budget_s=budget_s)
+    async with unit_of_work(services.sessions) as session:
+        recorded = await steps.record(session, event_id, Step.TASK, {"text": answer})
+    task_requests.labels(outcome="answered" if answer else "no_answer").inc()
+    text = recorded.get("text")
+    return text if isinstance(text, str) else None
+
+
+async def _grant_task(services: Services, message: MessageCreate, event_id: str) -> bool:
+    """Spend one of the person's hourly tasks (TASKS_PER_USER_PER_HOUR, across workers);
+    False past the limit, with the refusal recorded as this event's task result."""
+    per_hour = services.settings.tasks_per_user_per_hour
+    async with unit_of_work(services.sessions) as session:
+        granted = await steps.grant_task(session, event_id, message.author.id, per_hour=per_hour)
+        if not granted:
+            refusal = {"text": TASK_LIMITED, "rate_limited": True}
+            await steps.record(session, event_id, Step.TASK, refusal)
+    if not granted:
+        log.info("task refused: hourly limit reached", extra={"per_hour": per_hour})
+        task_requests.labels(outcome="rate_limited").inc()
+    return granted
 
 
 async def write_reply(services: Services, context: Context, memory: PromptMemory) -> str:

@@ -1,5 +1,6 @@
 """Anthropic answering 429/529 or too slowly: the SDK retries (two retries), a success after
-retries is a normal reply, and a model that keeps failing gives the marked apology reply."""
+retries is a normal reply, and a model that keeps failing defers the reply to the event's
+retries; only the last attempt, still failing, gives the marked apology reply."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from app.chat.anthropic import MAX_RETRIES
 from app.chat.fake import Delay, Failure, Reply, Text
 from app.config import Settings
 from app.db import SessionFactory
+from app.inbound.retries import MAX_ATTEMPTS
 from app.turn.pipeline import APOLOGY
 from tests.faults.harness import Tally, count_outcomes
 from tests.support.frames import message_create
+from tests.support.inbox import enqueue_due_now, inbox_row, make_due, set_row
 from tests.support.stack import BOT_ID, running_stack
 from tests.support.worker import drain
 
@@ -37,6 +40,10 @@ class Case:
     overrides: dict[str, Any] = field(default_factory=dict)
     reply: str = MODEL_TEXT
     calls: int = ATTEMPTS
+
+    @property
+    def outage(self) -> bool:
+        return self.reply == APOLOGY
 
 
 CASES = {
@@ -70,6 +77,15 @@ async def test_model_faults_retry_then_fall_back(
         body = await stack.post(frame)
         tally.sent, tally.acknowledged = 1, int(body["status"] == "ok")
         worker = await drain(stack.settings)
+        if case.outage:  # the first attempt failed and left the reply to a retry
+            assert stack.discord.posted == [] and worker.jobs_failed == 1
+            row = await inbox_row(fault_sessions, str(message_id))
+            assert row.last_error == "ChatUnavailable" and row.next_attempt_at is not None
+            # The attempts between failed the same way: skip to the last one.
+            await set_row(fault_sessions, str(message_id), attempts=MAX_ATTEMPTS - 1)
+            await make_due(fault_sessions, str(message_id))
+            assert await enqueue_due_now(fault_sessions, stack.settings.redis_url) == 1
+            worker = await drain(stack.settings)
 
         await count_outcomes(tally, fault_sessions, stack.discord, [message_id], {message_id})
         tally.extra["model_calls"] = len(stack.model.requests)
@@ -79,7 +95,7 @@ async def test_model_faults_retry_then_fall_back(
 
     assert texts == [case.reply]
     assert stack.discord.posted[0]["message_reference"]["message_id"] == str(message_id)
-    assert len(stack.model.requests) == case.calls
+    assert len(stack.model.requests) == case.calls * (2 if case.outage else 1)
     assert worker.jobs_failed == 0
     assert tally.duplicated == 0
     assert tally.lost == 0

@@ -374,29 +374,13 @@ async function admin(method, path, body) {
   return { status: response.status, ok: response.ok, data };
 }
 
-function missing(answer) {
-  // The route does not exist in this build yet (FastAPI's own 404 / 405).
-  return (answer.status === 404 && answer.data?.detail === "Not Found") || answer.status === 405;
-}
-
-function unavailable(what) {
-  return el("p", { class: "unavailable" }, `Not available: this build has no ${what} yet (CONTRACT.md, Admin API).`);
-}
-
-function rows(data, ...keys) {
-  if (Array.isArray(data)) return data;
-  for (const key of keys) if (Array.isArray(data?.[key])) return data[key];
-  return [];
-}
-
 const consolePerson = () => $("console-person").value;
 
 async function loadMemories() {
   const answer = await admin("GET", `/users/${consolePerson()}/memories`);
   const panel = $("memories");
-  if (missing(answer)) return panel.replaceChildren(unavailable("GET /users/{user_id}/memories"));
   if (!answer.ok) return panel.replaceChildren(el("p", { class: "bad" }, `error ${answer.status}`));
-  const memories = rows(answer.data, "memories", "items");
+  const memories = answer.data; // list[MemoryBody]
   if (!memories.length) return panel.replaceChildren(el("p", {}, "No memories yet."));
   panel.replaceChildren(el("ul", { class: "memories" }, memories.map(memoryNode)));
 }
@@ -414,9 +398,9 @@ function describeOrigin(origin) {
 }
 
 function memoryNode(memory) {
-  const sources = rows(memory.sources, "items");
+  const sources = memory.sources;
   return el("li", { class: "memory" },
-    el("p", { class: "memory-text" }, el("strong", {}, `#${memory.id} `), memory.content ?? memory.text ?? ""),
+    el("p", { class: "memory-text" }, el("strong", {}, `#${memory.id} `), memory.content),
     el("p", { class: "meta" },
       `source: ${memory.source} · learned in: ${describeOrigin(memory.origin)}`,
       ` · updated ${clock(memory.updatedAt)}`),
@@ -430,26 +414,19 @@ async function loadLedger(older = false) {
   const list = $("ledger");
   if (!older) list.replaceChildren();
   $("ledger-older").hidden = true;
-  if (missing(answer)) {
-    list.replaceChildren();
-    return $("ledger-state").replaceChildren(unavailable("GET /users/{user_id}/memory-log"));
-  }
   if (!answer.ok) return status("ledger-state", `error ${answer.status}`, true);
-  const entries = rows(answer.data, "entries", "items", "rows", "log");
+  const entries = answer.data.rows; // LedgerPage: newest first, nextBefore for the next page
   status("ledger-state", entries.length || older ? "" : "No ledger entries yet.");
   for (const entry of entries) list.append(ledgerNode(entry));
-  if (entries.length) {
-    state.ledgerBefore = Math.min(...entries.map((e) => Number(e.id)));
-    $("ledger-older").hidden = entries.length < 20;
-  }
+  state.ledgerBefore = answer.data.nextBefore;
+  $("ledger-older").hidden = answer.data.nextBefore === null;
 }
 
 function ledgerNode(entry) {
-  const memoryId = entry.memoryId ?? entry.memory_id;
-  const runId = entry.runId ?? entry.run_id;
-  const detail = JSON.stringify({ before: entry.before ?? null, after: entry.after ?? null });
+  const { memoryId, runId } = entry;
+  const detail = JSON.stringify({ before: entry.before, after: entry.after });
   return el("li", { class: `entry action-${entry.action}` },
-    el("time", { datetime: entry.createdAt ?? entry.created_at }, clock(entry.createdAt ?? entry.created_at)),
+    el("time", { datetime: entry.createdAt }, clock(entry.createdAt)),
     el("span", { class: "action" }, entry.action),
     ` by ${entry.actor}`,
     memoryId !== null && memoryId !== undefined ? ` · memory #${memoryId}` : "",
@@ -461,9 +438,8 @@ function ledgerNode(entry) {
 async function loadRuns() {
   const answer = await admin("GET", "/nightly/runs");
   const list = $("runs");
-  if (missing(answer)) return list.replaceChildren(el("li", {}, unavailable("GET /nightly/runs")));
   if (!answer.ok) return list.replaceChildren(el("li", { class: "bad" }, `error ${answer.status}`));
-  const runs = rows(answer.data, "runs", "items");
+  const runs = answer.data; // list[NightlyRunBody], newest first
   if (!runs.length) return list.replaceChildren(el("li", {}, "No nightly runs yet."));
   list.replaceChildren(...runs.map(runNode));
   return runs;
@@ -484,7 +460,7 @@ async function runNightly() {
   status("nightly-status", "starting a nightly run…");
   const answer = await admin("POST", "/nightly/run");
   if (answer.status === 409) return status("nightly-status", `Today already has run #${answer.data.runId}; roll it back to run again.`, true);
-  if (missing(answer) || !answer.ok) return status("nightly-status", `could not start: ${answer.status}`, true);
+  if (!answer.ok) return status("nightly-status", `could not start: ${answer.status}`, true);
   const runId = answer.data.runId;
   status("nightly-status", `Run #${runId} started for ${answer.data.day}…`);
   const deadline = Date.now() + 90_000;
@@ -542,16 +518,14 @@ function cancelRollback() {
 async function loadDead() {
   const answer = await admin("GET", "/inbox/dead");
   const panel = $("dead");
-  if (missing(answer)) return panel.replaceChildren(unavailable("GET /inbox/dead"));
   if (!answer.ok) return panel.replaceChildren(el("p", { class: "bad" }, `error ${answer.status}`));
-  const events = rows(answer.data, "events", "items");
+  const { events, total } = answer.data; // DeadLettersBody
   if (!events.length) return panel.replaceChildren(el("p", {}, "No dead letters."));
-  panel.replaceChildren(el("ul", {}, events.map((event) => {
-    const id = event.eventId ?? event.event_id ?? event.id;
-    return el("li", {},
-      `${id} · ${event.eventType ?? event.event_type ?? event.type ?? ""} · ${event.error ?? event.lastError ?? ""} `,
-      el("button", { type: "button", onclick: () => replay(id) }, `Replay ${id}`));
-  })));
+  panel.replaceChildren(
+    el("p", { class: "meta" }, `${total} dead letter${total === 1 ? "" : "s"}`),
+    el("ul", {}, events.map((event) => el("li", {},
+      `${event.id} · ${event.type} · ${event.attempts} attempts · ${event.lastError ?? "no error recorded"} `,
+      el("button", { type: "button", onclick: () => replay(event.id) }, `Replay ${event.id}`)))));
 }
 
 async function replay(eventId) {

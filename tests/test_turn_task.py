@@ -1,0 +1,207 @@
+"""The task agent inside the turn, end to end (webhook → real worker → turn → agent) against
+the fakes: who may run commands, the time the agent gets, its answer recorded before it is
+used (a retried job never runs the agent again), and the per-person hourly task limit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+from pydantic import SecretStr
+from sqlalchemy import text
+
+from app.agent.fake_jina import FakeJina
+from app.chat.fake import Delay, Reply, Text
+from app.config import SandboxBackend, Settings
+from app.db import SessionFactory
+from app.decision.vocabulary import Question
+from app.turn.events import handle_event
+from app.turn.pipeline import TASK_LIMITED
+from app.wiring import open_services
+from tests.support.frames import message_create
+from tests.support.inbox import enqueue_due_now, inbox_row, make_due
+from tests.support.servers import serve
+from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.worker import drain
+
+MENTION = f"<@{BOT_ID}>"
+ALICE, BOB = 2001, 2002
+TASK_ANSWER = "Done: the release is on the 7th."
+WRITTEN = "Here is my usual written reply."
+
+StackFactory = Callable[..., Any]
+
+
+def is_agent_call(body: dict[str, Any]) -> bool:
+    return "tools" in body  # the written reply's call offers no tools
+
+
+def agent_calls(stack: Stack) -> list[dict[str, Any]]:
+    return [body for body in stack.model.requests if is_agent_call(body)]
+
+
+def answering(agent: Reply) -> Callable[[dict[str, Any]], Reply]:
+    """The agent's calls get ``agent``, the written reply's call gets WRITTEN."""
+    return lambda body: agent if is_agent_call(body) else Text(WRITTEN)
+
+
+@pytest.fixture
+async def task_stack(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Callable[..., Any]]:
+    """A stack whose worker builds the task agent (web tools on a fake Jina); Jev calls
+    every mention a task. Call it with setting overrides."""
+    jina = FakeJina()
+    async with serve(jina.app) as jina_url:
+
+        def open_stack(**overrides: Any) -> Any:
+            return running_stack(
+                settings,
+                monkeypatch,
+                jina_api_key=SecretStr(jina.api_key),
+                jina_search_url=f"{jina_url}/search",
+                jina_reader_url=f"{jina_url}/reader",
+                **overrides,
+            )
+
+        yield open_stack
+
+
+def task_message(content: str, author_id: int = ALICE, channel_id: int = 300) -> dict[str, Any]:
+    name = "alice" if author_id == ALICE else "bob"
+    return message_create(
+        content=f"{MENTION} {content}", author_id=author_id, author_name=name, channel_id=channel_id
+    )
+
+
+def prepare(stack: Stack, agent: Reply) -> None:
+    stack.jev.answers[Question.IS_TASK] = True
+    stack.model.responder = answering(agent)
+
+
+async def test_only_staff_are_offered_run_command_on_the_local_backend(
+    task_stack: StackFactory, tmp_path: Path
+) -> None:
+    local = {
+        "sandbox_backend": SandboxBackend.LOCAL,
+        "sandbox_local_unsafe": True,
+        "sandbox_root": str(tmp_path),
+        "staff_user_ids": [ALICE],
+    }
+    async with task_stack(**local) as stack:
+        prepare(stack, Text(TASK_ANSWER))
+        await stack.deliver(task_message("list the files", ALICE, channel_id=301))
+        await stack.deliver(task_message("list the files", BOB, channel_id=302))
+        staff, member = agent_calls(stack)
+    assert "run_command" in {tool["name"] for tool in staff["tools"]}
+    assert "run_command" not in {tool["name"] for tool in member["tools"]}
+
+
+async def test_the_agent_gets_only_the_time_the_job_can_spare(task_stack: StackFactory) -> None:
+    # The job has 100 s; a written reply may take CHAT_TIMEOUT_S (85 here) plus a 10 s margin,
+    # so the agent gets about 5 s, not its own 75 s: its slow answer is abandoned.
+    async with task_stack(chat_timeout_s=85.0) as stack:
+        prepare(stack, Delay(30, Text("an answer far too late")))
+        started = time.monotonic()
+        await stack.deliver(task_message("research this for a long while"))
+        elapsed = time.monotonic() - started
+    assert [reply["content"] for reply in stack.replies()] == [WRITTEN]
+    assert len(agent_calls(stack)) == 1
+    assert elapsed < 25
+
+
+REFUSE_REPLY_TEXT = [
+    """
+    CREATE FUNCTION refuse_reply_text() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.step = 'reply-text' THEN RAISE EXCEPTION 'injected: reply-text refused'; END IF;
+        RETURN NEW;
+    END $$
+    """,
+    """
+    CREATE TRIGGER refuse_reply_text BEFORE INSERT ON completed_steps
+    FOR EACH ROW EXECUTE FUNCTION refuse_reply_text()
+    """,
+]
+ALLOW_REPLY_TEXT = [
+    "DROP TRIGGER IF EXISTS refuse_reply_text ON completed_steps",
+    "DROP FUNCTION IF EXISTS refuse_reply_text()",
+]
+
+
+async def run_sql(sessions: SessionFactory, statements: list[str]) -> None:
+    async with sessions() as session, session.begin():
+        for statement in statements:
+            await session.execute(text(statement))
+
+
+async def test_a_job_failing_after_the_agent_answered_never_runs_the_agent_again(
+    task_stack: StackFactory, sessions: SessionFactory
+) -> None:
+    frame = task_message("find the release date")
+    event_id = frame["d"]["id"]
+    async with task_stack() as stack:
+        prepare(stack, Text(TASK_ANSWER))
+        # Postgres refuses to fix the reply text: the job fails right after the agent answered.
+        await run_sql(sessions, REFUSE_REPLY_TEXT)
+        try:
+            await stack.deliver(frame)
+        finally:
+            await run_sql(sessions, ALLOW_REPLY_TEXT)
+        failed = await inbox_row(sessions, event_id)
+        assert failed.handled_at is None and failed.last_error is not None
+        assert stack.replies() == [] and len(agent_calls(stack)) == 1
+
+        await make_due(sessions, event_id)  # the retry, as the sweeper runs it
+        assert await enqueue_due_now(sessions, stack.settings.redis_url) == 1
+        await drain(stack.settings)
+
+    assert len(agent_calls(stack)) == 1
+    [reply] = stack.replies()
+    assert reply["content"] == TASK_ANSWER
+    assert (await inbox_row(sessions, event_id)).handled_at is not None
+
+
+async def test_a_job_killed_after_the_agent_gave_no_answer_writes_the_reply_without_it(
+    task_stack: StackFactory, sessions: SessionFactory
+) -> None:
+    frame = task_message("do something impossible")
+    event_id = frame["d"]["id"]
+    async with task_stack() as stack:
+        # The agent gives nothing; the written reply's first call hangs until the job dies.
+        prepare(stack, Text(""))
+        stack.model.push(Text(""), Delay(30, Text("never delivered")))
+        await stack.post(frame)
+        async with open_services(stack.settings) as services:
+            job = asyncio.create_task(handle_event(services, event_id))
+            async with asyncio.timeout(10):
+                while len(stack.model.requests) < 2:  # noqa: ASYNC110 (waits on the fake)
+                    await asyncio.sleep(0.01)
+            job.cancel()  # the worker dies while the written reply is generated
+            await asyncio.gather(job, return_exceptions=True)
+            await handle_event(services, event_id)  # the retry
+
+    assert len(agent_calls(stack)) == 1
+    assert [reply["content"] for reply in stack.replies()] == [WRITTEN]
+
+
+async def test_past_the_hourly_limit_a_person_gets_a_polite_reply_and_no_task(
+    task_stack: StackFactory,
+) -> None:
+    limited = REGISTRY.get_sample_value("task_requests_total", {"outcome": "rate_limited"}) or 0
+    async with task_stack(tasks_per_user_per_hour=2) as stack:
+        prepare(stack, Text(TASK_ANSWER))
+        for n in range(3):  # each on a fresh worker: the count lives in Postgres
+            await stack.deliver(task_message(f"task number {n}"))
+        await stack.deliver(task_message("my first task", BOB))
+
+    replies = [reply["content"] for reply in stack.replies()]
+    assert replies == [TASK_ANSWER, TASK_ANSWER, TASK_LIMITED, TASK_ANSWER]
+    assert len(agent_calls(stack)) == 3  # Alice twice, Bob once
+    after = REGISTRY.get_sample_value("task_requests_total", {"outcome": "rate_limited"})
+    assert after == limited + 1
