@@ -4,6 +4,7 @@ and percentile summaries."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +142,26 @@ class Summary:
             f"{name:<{width}} n={len(self.samples):<5} mean {self.mean * scale:8.2f} {unit}"
             f"   p50 {self.p50 * scale:8.2f} {unit}   p95 {self.p95 * scale:8.2f} {unit}"
         )
+
+
+def mention_frame(
+    *, message_id: int, channel_id: int, guild_id: int, speaker_id: int, username: str, text: str
+) -> bytes:
+    """A MESSAGE_CREATE gateway frame as the relay posts it: ``text`` from ``speaker_id``."""
+    return json.dumps(
+        {
+            "op": 0,
+            "t": "MESSAGE_CREATE",
+            "s": 1,
+            "d": {
+                "id": str(message_id),
+                "channel_id": str(channel_id),
+                "guild_id": str(guild_id),
+                "author": {"id": str(speaker_id), "username": username},
+                "member": {"nick": None, "roles": []},
+                "content": text,
+                "timestamp": datetime.now(UTC).isoformat(),
+                "mentions": [],
+            },
+        }
+    ).encode()

@@ -21,6 +21,7 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,9 @@ class NoQueue:
 
     async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
         return True
+
+    async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:
+        return None
 
 
 @dataclass

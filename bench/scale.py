@@ -28,7 +28,6 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import Popen
 
@@ -47,6 +46,7 @@ from bench._rig import (
     bench_redis_url,
     cpu_seconds,
     fresh_database,
+    mention_frame,
     serve,
     start_process,
     wait_healthy,
@@ -107,23 +107,14 @@ class Turn:
         return f"[scale-{self.channel_id}-{self.number}]"
 
     def frame(self) -> bytes:
-        return json.dumps(
-            {
-                "op": 0,
-                "t": "MESSAGE_CREATE",
-                "s": 1,
-                "d": {
-                    "id": str(self.message_id),
-                    "channel_id": str(self.channel_id),
-                    "guild_id": str(GUILD_ID),
-                    "author": {"id": str(self.speaker_id), "username": f"u{self.speaker_id}"},
-                    "member": {"nick": None, "roles": []},
-                    "content": f"<@{BOT_ID}> {self.marker} what should I cook tonight?",
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "mentions": [],
-                },
-            }
-        ).encode()
+        return mention_frame(
+            message_id=self.message_id,
+            channel_id=self.channel_id,
+            guild_id=GUILD_ID,
+            speaker_id=self.speaker_id,
+            username=f"u{self.speaker_id}",
+            text=f"<@{BOT_ID}> {self.marker} what should I cook tonight?",
+        )
 
 
 @dataclass

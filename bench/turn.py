@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import inspect
 import itertools
-import json
 import os
 import random
 import statistics
@@ -25,7 +24,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -46,6 +44,7 @@ from bench._rig import (
     bench_db,
     bench_redis_url,
     fresh_database,
+    mention_frame,
     seed_memories,
     serve,
     start_process,
@@ -77,23 +76,14 @@ class Turn:
         return f"[bench-turn-{self.index:05d}]"
 
     def frame(self) -> bytes:
-        return json.dumps(
-            {
-                "op": 0,
-                "t": "MESSAGE_CREATE",
-                "s": 1,
-                "d": {
-                    "id": str(self.message_id),
-                    "channel_id": str(self.channel_id),
-                    "guild_id": str(GUILD_ID),
-                    "author": {"id": str(self.speaker_id), "username": f"user{self.index}"},
-                    "member": {"nick": None, "roles": []},
-                    "content": f"<@{BOT_ID}> {self.marker} what should I cook tonight?",
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "mentions": [],
-                },
-            }
-        ).encode()
+        return mention_frame(
+            message_id=self.message_id,
+            channel_id=self.channel_id,
+            guild_id=GUILD_ID,
+            speaker_id=self.speaker_id,
+            username=f"user{self.index}",
+            text=f"<@{BOT_ID}> {self.marker} what should I cook tonight?",
+        )
 
 
 @dataclass
