@@ -183,6 +183,38 @@ async def test_the_last_attempt_failing_dead_letters_the_event_and_a_replay_answ
     assert row.handled_at is not None and row.dead_at is None and row.attempts == 1
 
 
+async def test_after_forgetme_her_dead_letters_and_waiting_retries_never_run_again(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    dead, waiting = (message_create(content=f"{MENTION} {text}") for text in ("dead", "waiting"))
+    others = message_create(content=f"{MENTION} mine", author_id=2002, author_name="bob")
+    for frame in (dead, waiting, others):
+        await stack.post(frame)
+    await set_row(sessions, dead["d"]["id"], attempts=MAX_ATTEMPTS - 1)
+    stack.discord.fail_next("POST /channels", 503, count=3 * POST_TRIES)
+    await drain(stack.settings)  # her two fail (one dead now, one waiting), and so does his
+    assert (await inbox_row(sessions, dead["d"]["id"])).dead_at is not None
+    assert (await inbox_row(sessions, waiting["d"]["id"])).next_attempt_at is not None
+
+    await stack.deliver(message_create(content="!forgetme"))
+
+    async with httpx.AsyncClient(base_url=stack.api, headers=ADMIN) as admin:
+        assert (await admin.get("/inbox/dead")).json() == {"events": [], "total": 0}
+        assert (await admin.post(f"/inbox/{dead['d']['id']}/replay")).status_code == 409
+    for frame in (dead, waiting):
+        row = await inbox_row(sessions, frame["d"]["id"])
+        assert row.handled_at is not None and row.dead_at is None
+    still = await inbox_row(sessions, others["d"]["id"])  # another person's retry is untouched
+    assert still.handled_at is None and still.next_attempt_at is not None
+    await make_due(sessions, others["d"]["id"])
+    assert await enqueue_due_now(sessions, stack.settings.redis_url) == 1  # only his
+    await drain(stack.settings)
+    async with sessions() as session:
+        hers = select(func.count()).select_from(Message).where(Message.author_id == 2001)
+        assert await session.scalar(hers) == 0
+    assert [r["message_reference"]["message_id"] for r in stack.replies()][-1] == others["d"]["id"]
+
+
 async def test_a_last_attempt_that_never_reported_back_is_dead_lettered_unrun(
     stack: Stack, sessions: SessionFactory
 ) -> None:

@@ -275,6 +275,8 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
                 # Her two frames, Bob's reply quoting her, and the `!forgetme` frame itself
                 # (its names taken out, its command kept for a retried job).
                 "events_redacted": 4,
+                # Her two frames were recorded but never run: closed, so they never will be.
+                "events_closed": 2,
                 "step_records": 0,
                 "diaries_blanked": 0,
                 "style_revisions_reverted": 0,

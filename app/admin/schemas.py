@@ -166,6 +166,7 @@ class ErasureReceipt(CamelModel):
     episodes: int
     ledger_rows_redacted: int
     events_redacted: int
+    events_closed: int = Field(description="their unfinished events closed without running")
     agent_sessions: int
 
 

@@ -258,6 +258,23 @@ async def mark_handled(session: AsyncSession, event_id: str) -> None:
     )
 
 
+async def close_unfinished_of(session: AsyncSession, user_id: int, *, keep: str | None) -> int:
+    """Mark the person's unfinished events (waiting for a retry, or dead letters) handled
+    without running them: after an erasure nothing of theirs may run or be replayed. The rows
+    stay, so a redelivered frame is still a duplicate. ``keep``: the erasing event itself."""
+    author = text(
+        "(inbox.payload #>> '{d,author,id}' = :uid OR inbox.payload #>> '{d,user_id}' = :uid)"
+    )
+    result = await session.execute(
+        update(InboxEvent)
+        .where(InboxEvent.handled_at.is_(None), InboxEvent.id != (keep or ""), author)
+        .values(handled_at=func.now(), dead_at=None, next_attempt_at=None)
+        .returning(InboxEvent.id),
+        {"uid": str(user_id)},
+    )
+    return len(result.all())
+
+
 # --- dead letters -------------------------------------------------------------------------
 
 

@@ -2,11 +2,12 @@
 removed in one transaction through each table's owner, so that nothing of theirs remains.
 
 Their memories, messages, DMs with the bot (both sides), observations, signals and step
-records go; the bot's replies to them in guilds are blanked; every other text that names
-or quotes them (others' messages and memories, episodes, diaries, style revisions, recorded
-frames, task sessions, pins) is deleted or rewritten without them. The ledger keeps only
-THAT memories were erased (redacted rows and one receipt with counts), never what. The
-person is left paused: they asked to be forgotten."""
+records go; their events still waiting for a retry, or dead-lettered, never run or replay;
+the bot's replies to them in guilds are blanked; every other text that names or quotes them
+(others' messages and memories, episodes, diaries, style revisions, recorded frames, task
+sessions, pins) is deleted or rewritten without them. The ledger keeps only THAT memories
+were erased (redacted rows and one receipt with counts), never what. The person is left
+paused: they asked to be forgotten."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Receipt:
     ledger_rows_redacted: int = 0
     others_memories_rewritten: int = 0
     events_redacted: int = 0
+    events_closed: int = 0
     step_records: int = 0
     diaries_blanked: int = 0
     style_revisions_reverted: int = 0
@@ -164,6 +166,7 @@ async def _background(
     frames = [*traces.like_patterns, f'%"{traces.user_id}"%']
     return {
         "episodes": await episodes.delete_where(session, traces.found_in),
+        "events_closed": await inbox.close_unfinished_of(session, traces.user_id, keep=own_event),
         "events_redacted": await inbox.scrub_events(session, frames, frame),
         "step_records": await steps.forget_events(session, event_ids)
         + await steps.scrub(session, traces.like_patterns, traces.scrub_json),
