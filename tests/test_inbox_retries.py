@@ -16,9 +16,9 @@ from sqlalchemy import func, select, text
 
 from app.chat.fake import Failure, Text
 from app.config import Settings
-from app.db import SessionFactory
-from app.inbound.inbox import prune_inbox, sweep_inbox
-from app.inbound.retries import MAX_ATTEMPTS, retry_delay
+from app.db import SessionFactory, unit_of_work
+from app.inbound.inbox import claim, prune_inbox, sweep_inbox
+from app.inbound.retries import LAST_ATTEMPT_LEASE, MAX_ATTEMPTS, retry_delay
 from app.kit.arqueue import create_queue
 from app.models.inbox import CompletedStep, InboxEvent
 from app.models.messages import Message
@@ -32,6 +32,7 @@ MENTION = f"<@{BOT_ID}>"
 ADMIN = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 POST_TRIES = 4  # the Discord client's own attempts per call before the job fails
 OUTAGE = timedelta(minutes=15)
+S = timedelta(seconds=1)
 MODEL_TEXT = "Hello from the model!"  # running_stack's model answer
 OLD_GIVE_UP = 5  # attempts before this change marked an event handled and gave up
 
@@ -213,6 +214,26 @@ async def test_after_forgetme_her_dead_letters_and_waiting_retries_never_run_aga
         hers = select(func.count()).select_from(Message).where(Message.author_id == 2001)
         assert await session.scalar(hers) == 0
     assert [r["message_reference"]["message_id"] for r in stack.replies()][-1] == others["d"]["id"]
+
+
+async def test_an_attempt_that_never_reports_back_is_due_after_its_pause(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    # The claim itself schedules the next attempt, so a killed or timed-out job is retried
+    # after the pause it would have had; the last attempt's claim waits past the job timeout.
+    frame = message_create(content="claimed, then the worker died")
+    event_id = frame["d"]["id"]
+    await stack.post(frame)
+    for attempts_before, lease in ((0, 10 * S), (MAX_ATTEMPTS - 1, LAST_ATTEMPT_LEASE)):
+        await set_row(sessions, event_id, attempts=attempts_before)
+        before = await db_now(sessions)
+        async with unit_of_work(sessions) as session:
+            claimed = await claim(session, event_id)
+        assert claimed is not None and claimed.attempts == attempts_before + 1
+        row = await inbox_row(sessions, event_id)
+        assert row.next_attempt_at is not None
+        assert before + lease <= row.next_attempt_at <= await db_now(sessions) + lease
+    assert timedelta(seconds=100) < LAST_ATTEMPT_LEASE  # past the job timeout
 
 
 async def test_a_last_attempt_that_never_reported_back_is_dead_lettered_unrun(

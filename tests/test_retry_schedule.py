@@ -6,13 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.inbound.retries import (
-    LAST_ATTEMPT_LEASE,
-    MAX_ATTEMPTS,
-    claim_lease,
-    last_attempt_after,
-    retry_delay,
-)
+from app.inbound.retries import MAX_ATTEMPTS, last_attempt_after, retry_delay
 from app.turn.pipeline import FALLBACK_MARGIN_S, task_budget
 
 S, M = timedelta(seconds=1), timedelta(minutes=1)
@@ -34,11 +28,6 @@ def test_a_fifteen_minute_outage_is_outlasted_with_room_to_spare() -> None:
     assert (first_after, starts[first_after - 1]) == (7, 18 * M + 40 * S)
     assert first_after < MAX_ATTEMPTS
     assert last_attempt_after() >= 2 * (15 * M)
-
-
-def test_an_attempt_that_never_reports_back_is_due_after_its_pause() -> None:
-    assert claim_lease(1) == 10 * S
-    assert claim_lease(MAX_ATTEMPTS) == LAST_ATTEMPT_LEASE > timedelta(seconds=100)
 
 
 def test_attempts_count_from_one() -> None:

@@ -32,11 +32,6 @@ def retry_delay(attempt: int) -> timedelta | None:
     return RETRY_DELAYS[attempt - 1] if attempt <= len(RETRY_DELAYS) else None
 
 
-def claim_lease(attempt: int) -> timedelta:
-    """When a claimed attempt that never reports back (killed, timed out) is due again."""
-    return retry_delay(attempt) or LAST_ATTEMPT_LEASE
-
-
 def last_attempt_after() -> timedelta:
     """How long after the first failure the last attempt starts, at the earliest."""
     return sum(RETRY_DELAYS, timedelta())
