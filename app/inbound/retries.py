@@ -30,8 +30,3 @@ def retry_delay(attempt: int) -> timedelta | None:
     if attempt < 1:
         raise ValueError("attempts count from 1")
     return RETRY_DELAYS[attempt - 1] if attempt <= len(RETRY_DELAYS) else None
-
-
-def last_attempt_after() -> timedelta:
-    """How long after the first failure the last attempt starts, at the earliest."""
-    return sum(RETRY_DELAYS, timedelta())
