@@ -130,6 +130,8 @@ class Settings(BaseSettings):
     memory_episodes_per_channel: PositiveInt = 10
     # Speakers the nightly extraction works on at once (in one job, one chunk each).
     nightly_concurrency: PositiveInt = 4
+    # Rows an erasure removes per committed batch (each batch one short transaction).
+    erasure_batch_size: int = Field(default=500, ge=10, le=5000)
 
     reaction_emojis: StrList = Field(default_factory=lambda: list(DEFAULT_REACTION_EMOJIS))
 

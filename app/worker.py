@@ -17,8 +17,16 @@ from prometheus_client import start_http_server
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.channel.log import prune_tombstones
 from app.config import Settings, get_settings
-from app.inbound.inbox import PROCESS_EVENT, enqueue_due, prune_inbox, sweep_inbox
+from app.db import unit_of_work
+from app.inbound.inbox import (
+    DEDUPE_WINDOW,
+    PROCESS_EVENT,
+    enqueue_due,
+    prune_inbox,
+    sweep_inbox,
+)
 from app.inbound.steps import PostedReply
 from app.kit.arqueue import ArqQueue, dump_job, load_job
 from app.kit.arqworker import adopt_worker
@@ -30,6 +38,7 @@ from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
 from app.memory.ledger_retention import redact_old_ledger_content
 from app.nightly import run as nightly
+from app.privacy import erasure
 from app.services import Services
 from app.structured.consolidation import JOB_NAME as CONSOLIDATE
 from app.structured.consolidation import consolidate_channel
@@ -100,6 +109,11 @@ async def nightly_step(ctx: dict[str, Any], run_id: int, step: str) -> None:
     await nightly.nightly_step(_services(ctx), run_id, step)
 
 
+@instrumented("erase_person")
+async def erase_person(ctx: dict[str, Any], erasure_id: int) -> None:
+    await erasure.run_erasure(_services(ctx), erasure_id)
+
+
 @instrumented("start_night")
 async def start_night(ctx: dict[str, Any]) -> None:
     """03:00 JST: consolidate the previous 24 hours (one run per JST day, however many
@@ -116,6 +130,7 @@ async def sweep(ctx: dict[str, Any]) -> None:
     INBOX_BACKLOG.set(await sweep_inbox(services.sessions, services.queue))
     await nightly.resume_nightly_runs(services.sessions, services.queue, now=utcnow())
     await memory_jobs.resume_lost_memory_jobs(services)
+    await erasure.resume_erasures(services)
     if services.agent is not None:
         await services.agent.stop_idle(utcnow())
 
@@ -133,6 +148,8 @@ async def prune(ctx: dict[str, Any]) -> None:
     ledger's old memory text."""
     services = _services(ctx)
     await prune_inbox(services.sessions)
+    async with unit_of_work(services.sessions) as session:  # they expire with the window
+        await prune_tombstones(session, older_than=DEDUPE_WINDOW)
     await redact_old_ledger_content(
         services.sessions, days=services.settings.ledger_content_days, now=utcnow()
     )
@@ -156,6 +173,7 @@ class WorkerSettings:
         func(remember, name=REMEMBER, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(nightly_step, name=nightly.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(consolidate, name=CONSOLIDATE, timeout=JOB_TIMEOUT_S, keep_result=0),
+        func(erase_person, name=erasure.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
     ]
     cron_jobs = [  # noqa: RUF012
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),

@@ -52,7 +52,9 @@ _FACT = re.compile(r"fact number (\d+) ")
 class NoQueue:
     """The write path enqueues nothing; the seam is only filled because Services needs one."""
 
-    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
+    async def enqueue(
+        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+    ) -> bool:
         return True
 
     async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:

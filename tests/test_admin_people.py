@@ -11,6 +11,7 @@ from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.models.memory import Memory, MemoryLog
 from tests.support.trust_env import ALICE, BOB, GUILD_A, World
+from tests.support.worker import drain
 
 PATHS = [
     ("GET", f"/users/{ALICE}/memories"),
@@ -78,7 +79,7 @@ async def test_the_ledger_is_paged_by_id_newest_first_and_reading_it_is_logged(
     assert len(await admin_reads(sessions)) == 2
 
 
-async def test_erase_is_the_forgetme_erasure_with_its_receipt(
+async def test_erase_is_the_forgetme_erasure_run_by_the_worker_with_its_receipt(
     world: World, sessions: SessionFactory
 ) -> None:
     await world.tell(ALICE, "I keep bees on the roof")
@@ -86,10 +87,20 @@ async def test_erase_is_the_forgetme_erasure_with_its_receipt(
 
     response = await world.admin("POST", f"/users/{ALICE}/erase")
 
-    assert response.status_code == 200
-    receipt = response.json()
-    assert receipt["userId"] == str(ALICE) and receipt["memories"] == 1
-    assert receipt["messages"] >= 1
+    assert response.status_code == 202
+    started = response.json()
+    assert started["status"] == "running" and started["erasureId"] >= 1
+    again = await world.admin("POST", f"/users/{ALICE}/erase")  # joins, does not repeat
+    assert again.status_code == 202 and again.json()["erasureId"] == started["erasureId"]
+    async with sessions() as session:  # nothing heavy ran in the API: her rows are still here
+        assert ALICE in set(await session.scalars(select(Memory.user_id)))
+    await drain(world.stack.settings)  # the worker erases
+    status = (await world.admin("GET", f"/erasures/{started['erasureId']}")).json()
+    assert status["status"] == "done" and status["userId"] == str(ALICE)
+    assert status["receipt"]["memories"] == 1 and status["receipt"]["messages"] >= 1
+    assert status["finishedAt"] is not None
+    assert (await world.admin("GET", "/erasures/999999")).status_code == 404
+    assert world.stack.discord.dms_to(ALICE) == []  # an operator's erasure sends no DM
     async with sessions() as session:
         owners = list(await session.scalars(select(Memory.user_id)))
     assert owners == [BOB]
@@ -108,7 +119,9 @@ async def test_the_endpoints_are_in_the_openapi_document_with_the_bearer_scheme(
         ("get", "/users/{user_id}/memory-log"),
         ("get", "/memories/{memory_id}"),
         ("post", "/users/{user_id}/erase"),
+        ("get", "/erasures/{erasure_id}"),
     ]:
         operation = document["paths"][path][method]
         assert operation["security"] == [{"AdminBearer": []}]
-        assert "200" in operation["responses"] and "401" in operation["responses"]
+        ok = "202" if method == "post" else "200"
+        assert ok in operation["responses"] and "401" in operation["responses"]

@@ -35,6 +35,7 @@ from tests.support.trust_env import (
     ALICE,
     BOB,
     CHANNEL_A,
+    DM_CHANNELS,
     GUILD_A,
     World,
     tonight,
@@ -228,10 +229,11 @@ def said_by_alice(content: str, **kw: Any) -> dict[str, Any]:
     return frame
 
 
-async def traces_left(sessions: SessionFactory) -> list[tuple[str, str, str]]:
+async def traces_left(
+    sessions: SessionFactory, needles: tuple[str, ...] = (*MARKERS, *NAMES)
+) -> list[tuple[str, str, str]]:
     """Every text and JSON column of every table (found through the catalog, so a table added
     later is scanned too) searched for her marker texts and display names."""
-    needles = [*MARKERS, *NAMES]
     found: list[tuple[str, str, str]] = []
     async with sessions() as session:
         columns = (
@@ -258,7 +260,35 @@ async def traces_left(sessions: SessionFactory) -> list[tuple[str, str, str]]:
     return found
 
 
-async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
+async def bobs_rows(sessions: SessionFactory) -> dict[str, list[str]]:
+    """Everything Bob wrote and everything kept about him, as text."""
+    async with sessions() as session:
+        return {
+            "messages": list(
+                await session.scalars(
+                    text("SELECT content FROM messages WHERE author_id = :b ORDER BY id"),
+                    {"b": BOB},
+                )
+            ),
+            "memories": list(
+                await session.scalars(
+                    text("SELECT content FROM memories WHERE user_id = :b ORDER BY id"),
+                    {"b": BOB},
+                )
+            ),
+            "ledger": list(
+                await session.scalars(
+                    text(
+                        "SELECT coalesce(before::text, '') || coalesce(after::text, '') "
+                        "FROM memory_log WHERE user_id = :b ORDER BY id"
+                    ),
+                    {"b": BOB},
+                )
+            ),
+        }
+
+
+async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_intact(
     settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with trust_world(settings, monkeypatch, memory_consolidate_every=4) as world:
@@ -268,9 +298,14 @@ async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
         # She talks in the guild (a memory, a reply) and in her DM (a private memory).
         told = said_by_alice(f"<@{BOT_ID}> {MARKERS[0]} I keep bees on the roof")
         await stack.deliver(told)
-        await stack.deliver(said_by_alice(f"{MARKERS[1]} my private diagnosis", guild_id=None))
+        await stack.deliver(
+            said_by_alice(
+                f"{MARKERS[1]} my private diagnosis", guild_id=None, channel_id=DM_CHANNELS[ALICE]
+            )
+        )
         bot_reply = stack.discord.messages_in(CHANNEL_A)[-1]
-        # She reacts to the bot and corrects it; Bob replies to her, naming and quoting her.
+        # She reacts to the bot and corrects it; Bob replies to her message, naming her and
+        # mentioning her: his own words.
         await stack.deliver(
             reaction_add(message_id=int(bot_reply["id"]), user_id=ALICE, message_author_id=BOT_ID),
             said_by_alice(
@@ -282,7 +317,7 @@ async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
                 },
             ),
             message_create(
-                content=f"Alice Quokka said: {MARKERS[0]} I keep bees on the roof. Nice!",
+                content=f"I think Alice Quokka keeps bees too, ask <@{ALICE}>",
                 author_id=BOB,
                 author_name="bob",
                 message_id=next_id(),
@@ -290,8 +325,8 @@ async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
             ),
         )
         await tonight(world)  # a diary and a style revision built from all of that
-        # Before the erasure the scan finds her all over the place.
-        assert {table for table, _, _ in await traces_left(sessions)} >= {
+        # Before the erasure the scan finds her words all over the place.
+        assert {table for table, _, _ in await traces_left(sessions, MARKERS)} >= {
             "episodes",
             "inbox",
             "memories",
@@ -301,16 +336,36 @@ async def test_an_erasure_leaves_no_trace_of_her_in_any_table(
             "signals",
             "style_overrides",
         }
+        his = await bobs_rows(sessions)
 
         await world.tell(ALICE, "!forgetme", mention=False)
 
-        assert await traces_left(sessions) == []
-        receipt = stack.discord.texts_in(CHANNEL_A)[-1]
+        assert await traces_left(sessions, MARKERS) == []  # nothing of what she wrote
+        # Her names remain only in what Bob wrote and what is kept about him, as he wrote it
+        # (less the mention of her id).
+        assert {table for table, _, _ in await traces_left(sessions, NAMES)} <= {
+            "messages",
+            "memories",
+            "memory_log",
+            "observations",
+            "inbox",
+        }
+        after = await bobs_rows(sessions)
+        expected = {
+            key: [row.replace(f"<@{ALICE}>", "@someone") for row in rows]
+            for key, rows in his.items()
+        }
+        # One row more in his ledger per memory of his: the change that replaced the mention.
+        assert after["ledger"][: len(his["ledger"])] == expected.pop("ledger")
+        assert len(after.pop("ledger")) == len(his["ledger"]) + len(his["memories"])
+        assert after == expected
+        receipt = world.dm_text(ALICE)
     assert "erased" in receipt and "`!memory resume`" in receipt
     async with sessions() as session:
         rows = list(await session.scalars(select(MemoryLog).where(MemoryLog.user_id == ALICE)))
     # What remains keyed by her id: the ledger's redacted rows, reads and the receipt.
-    assert all(r.action == "read" or r.before in (None, {"redacted": True}) for r in rows), [
-        (r.actor, r.action, r.before) for r in rows
-    ]
+    assert all(
+        r.action == "read" or r.before in (None, {"redacted": True}) or r.memory_id is None
+        for r in rows
+    ), [(r.actor, r.action, r.before) for r in rows]
     assert GUILD_A  # the guild she spoke in is the one the frames name

@@ -48,11 +48,12 @@ ADMIN_OPERATIONS = {
     "GET /users/{user_id}/memory-log",
     "GET /memories/{memory_id}",
     "POST /users/{user_id}/erase",
+    "GET /erasures/{erasure_id}",
     "GET /inbox/dead",
     "POST /inbox/{event_id}/replay",
 }
 # What an admin request may change, fingerprinted row by row.
-TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins", "inbox"]
+TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins", "inbox", "erasures"]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

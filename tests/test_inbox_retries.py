@@ -213,7 +213,10 @@ async def test_after_forgetme_her_dead_letters_and_waiting_retries_never_run_aga
     async with sessions() as session:
         hers = select(func.count()).select_from(Message).where(Message.author_id == 2001)
         assert await session.scalar(hers) == 0
-    assert [r["message_reference"]["message_id"] for r in stack.replies()][-1] == others["d"]["id"]
+    answered = [
+        r["message_reference"]["message_id"] for r in stack.replies() if r.get("message_reference")
+    ]
+    assert answered[-1] == others["d"]["id"]
 
 
 async def test_an_attempt_that_never_reports_back_is_due_after_its_pause(

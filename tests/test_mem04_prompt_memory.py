@@ -48,8 +48,8 @@ async def world(sessions: SessionFactory) -> None:
             ]
         )
         for n in range(5):
-            await add_episode(session, CHANNEL, f"music episode {n}", cap=10)
-        await add_episode(session, OTHER, "food episode", cap=10)
+            await add_episode(session, CHANNEL, f"music episode {n}", cap=10, sources=[])
+        await add_episode(session, OTHER, "food episode", cap=10, sources=[])
 
 
 async def recall(

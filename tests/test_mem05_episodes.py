@@ -16,10 +16,10 @@ ALICE = 11
 
 async def test_mem05_adding_past_the_cap_drops_the_oldest(sessions: SessionFactory) -> None:
     async with unit_of_work(sessions) as session:
-        await add_episode(session, OTHER, "other channel's only episode", cap=3)
+        await add_episode(session, OTHER, "other channel's only episode", cap=3, sources=[])
     for n in range(5):
         async with unit_of_work(sessions) as session:
-            await add_episode(session, CHANNEL, f"episode {n}", cap=3)
+            await add_episode(session, CHANNEL, f"episode {n}", cap=3, sources=[])
 
     assert await episodes_of(sessions, CHANNEL) == ["episode 2", "episode 3", "episode 4"]
     assert await episodes_of(sessions, OTHER) == ["other channel's only episode"]
@@ -32,7 +32,7 @@ async def test_mem05_cap_holds_within_one_transaction(sessions: SessionFactory) 
     """Rows added in one transaction share created_at; the id still orders them."""
     async with unit_of_work(sessions) as session:
         for n in range(4):
-            await add_episode(session, CHANNEL, f"episode {n}", cap=2)
+            await add_episode(session, CHANNEL, f"episode {n}", cap=2, sources=[])
 
     assert await episodes_of(sessions, CHANNEL) == ["episode 2", "episode 3"]
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.memory import store
 from app.memory.records import Why
@@ -27,7 +28,8 @@ from app.models.structured import Episode
 from app.ops.import_plan import HISTORY
 from app.ops.importer import import_legacy
 from app.ops.legacy import ImportFailed
-from app.privacy.erasure import erase_user
+from tests.support.erasure import erase_now
+from tests.support.memory_env import memory_env
 
 ALICE, BOB, BOT = 42, 43, 1000
 MS = 1_767_323_045_000  # 2026-01-02T03:04:05Z in epoch milliseconds
@@ -280,10 +282,10 @@ async def test_mem08_imported_nightly_runs_can_be_rolled_back(
 
 
 async def test_mem08_people_who_used_forgetme_are_not_brought_back(
-    sessions: SessionFactory, tmp_path: Path
+    settings: Settings, sessions: SessionFactory, tmp_path: Path
 ) -> None:
-    async with unit_of_work(sessions) as session:
-        await erase_user(session, ALICE, names=["Alice"], own_event="x")
+    async with memory_env(settings, sessions) as env:
+        await erase_now(env.services, ALICE)
     json_path = tmp_path / "legacy.json"
     json_path.write_text(json.dumps({"500": "Alice organised the hike", "502": "Bob sings"}))
 

@@ -6,10 +6,10 @@ import asyncio
 
 from app.chat.fake import Delay, Text
 from app.config import Settings
-from app.db import SessionFactory, unit_of_work
+from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.write_path import run_write_path
-from app.privacy.erasure import erase_user
+from tests.support.erasure import erase_now
 from tests.support.memory_env import exchange, fact, memories_of, memory_env
 
 ALICE = 42
@@ -32,8 +32,7 @@ async def test_mem09_an_extraction_in_flight_writes_nothing_after_the_erasure(
         async with asyncio.timeout(10):
             while not env.model.requests:  # noqa: ASYNC110 (the writer is now waiting)
                 await asyncio.sleep(0.01)
-        async with unit_of_work(sessions) as session:
-            await erase_user(session, ALICE, names=["Alice"], own_event="forgetme:1")
+        await erase_now(env.services, ALICE)
         outcome = await run
     assert outcome.stopped == "erased"
     assert outcome.added == []

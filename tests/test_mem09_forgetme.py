@@ -1,10 +1,13 @@
-"""MEM-09 `!forgetme`: every trace of the person's words is gone from every table, other
-people's data is untouched, the ledger keeps only that an erasure happened, with counts."""
+"""MEM-09 `!forgetme`, table by table: what the person wrote and what was made from it goes
+(found by identity and recorded provenance), other people's own rows stay exactly as they
+were, the ledger keeps only that an erasure happened, and the receipt holds counts only."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import ColumnElement, func, select, text
@@ -15,7 +18,7 @@ from app.commands.memory import Asker, memory_forget
 from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
-from app.inbound.frames import MessageCreate
+from app.inbound.frames import Event, MessageCreate, parse_dispatch
 from app.memory import store
 from app.memory.records import Why
 from app.memory.rollback import rollback_run
@@ -27,15 +30,12 @@ from app.models.messages import Message
 from app.models.nightly import NightlyRun
 from app.models.signals import Signal
 from app.models.structured import Episode, Observation
-from app.privacy.erasure import (
-    ACTOR,
-    Receipt,
-    format_receipt,
-)
-from app.privacy.traces import erasure_names, mentions_any
+from app.privacy import register
+from app.privacy.erasure import STARTED, format_receipt, run_erasure
+from app.privacy.identity import MENTION_TOKEN
 from app.structured.retention import purge_expired
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
-from tests.support.staff_env import CHANNEL, chat_message, frame_data
+from tests.support.staff_env import CHANNEL, frame_data
 
 ALICE, BOB, BOT_MESSAGE = 42, 43, 2000
 SECRETS = ("sourdough", "quokka", "sunday")
@@ -47,52 +47,40 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
         yield env
 
 
-def alice_says(id: int, content: str, **extra: object) -> MessageCreate:
-    return chat_message(
-        id=id, author_id=ALICE, content=content, username="alice_w", nick="Alice", **extra
-    )
-
-
-async def log_event(
-    sessions: SessionFactory, message: MessageCreate, data: dict[str, object]
-) -> None:
-    """What steps 1-3 of a turn leave behind: the inbox frame and the channel-log row."""
+async def record(sessions: SessionFactory, data: dict[str, Any]) -> MessageCreate:
+    """What steps 1-3 of a turn leave behind: the frame recorded as the webhook records it
+    (with who and what it is about) and the channel-log row."""
+    frame = {"op": 0, "t": "MESSAGE_CREATE", "s": 1, "d": data}
+    event = parse_dispatch(frame)
+    assert isinstance(event, Event) and isinstance(event.data, MessageCreate)
     async with unit_of_work(sessions) as session:
         session.add(
             InboxEvent(
-                id=str(message.id),
+                id=event.dedupe_id,
                 event_type="MESSAGE_CREATE",
-                payload={"op": 0, "t": "MESSAGE_CREATE", "s": 1, "d": data},
+                payload=frame,
+                author_id=event.author_id,
+                channel_id=event.data.channel_id,
+                message_id=event.message_id,
             )
         )
-        await channel_log.log_message(session, message)
+        await channel_log.log_message(session, event.data)
+    return event.data
 
 
-async def say(sessions: SessionFactory, **kwargs: object) -> MessageCreate:
-    data = frame_data(**kwargs)  # type: ignore[arg-type]
-    message = MessageCreate.model_validate(data)
-    await log_event(sessions, message, data)
-    return message
+async def say(sessions: SessionFactory, **kwargs: Any) -> MessageCreate:
+    return await record(sessions, frame_data(**kwargs))
+
+
+def episode(content: str, sources: list[int] | None, channel_id: int = CHANNEL) -> Episode:
+    return Episode(channel_id=channel_id, content=content, source_user_ids=sources)
 
 
 async def seed_world(env: MemoryEnv) -> dict[str, int]:
     s = env.sessions
-    await say(
-        s,
-        id=1001,
-        author_id=ALICE,
-        username="alice_w",
-        nick="Alice",
-        content="I bake sourdough every Sunday",
-    )
-    await say(
-        s,
-        id=1002,
-        author_id=ALICE,
-        username="alice_w",
-        nick="Alice",
-        content="My quokka is called Pip",
-    )
+    alice = {"author_id": ALICE, "username": "alice_w", "nick": "Alice"}
+    await say(s, id=1001, content="I bake sourdough every Sunday", **alice)
+    await say(s, id=1002, content="My quokka is called Pip", **alice)
     await say(
         s,
         id=1003,
@@ -101,6 +89,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
         content="Look at my stamps",
         reply_to=(1001, ALICE, "I bake sourdough every Sunday"),
     )
+    await say(s, id=1004, author_id=BOB, username="bob", content=f"ask <@{ALICE}> about it")
     extracted = Why("extraction", "write path")
     async with unit_of_work(s) as session:
         bread = (
@@ -136,26 +125,29 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
                 ),
                 Signal(message_id=BOT_MESSAGE, user_id=ALICE, kind="reaction", value="👍"),
                 Signal(message_id=BOT_MESSAGE, user_id=BOB, kind="reaction", value="🎉"),
-                Episode(channel_id=CHANNEL, content="Alice told everyone about her bread."),
-                Episode(channel_id=CHANNEL, content="alice_w shared quokka photos."),
-                Episode(channel_id=CHANNEL, content=f"<@{ALICE}> joined the Sunday baking club."),
-                Episode(
-                    channel_id=CHANNEL, content="Bob showed stamps; a talk on italics and malice."
-                ),
-                Episode(channel_id=501, content="Bob went fishing."),
-                # A task session quoting the channel, as the agent stores it.
+                # Made from her words (recorded), naming her username (hers alone), made
+                # before provenance in a channel she spoke in: all go.
+                episode("Alice told everyone about her bread.", [ALICE, BOB]),
+                episode("alice_w was mentioned in passing.", [BOB]),
+                episode("Some early summary of quokka photos.", None),
+                # Bob's alone, naming someone "malice": stays; one mentioning her by id
+                # stays with the mention replaced; a legacy one elsewhere stays.
+                episode("Bob showed stamps; a talk on italics and malice.", [BOB]),
+                episode(f"Bob waved at <@{ALICE}>.", [BOB]),
+                episode("Bob went fishing.", None, channel_id=501),
+                # Task sessions: one stored before authors were recorded, where she spoke.
                 AgentSession(
                     channel_id=CHANNEL,
-                    history={"turns": [{"role": "user", "content": "Alice: find sourdough tips"}]},
+                    history={"turns": [[{"role": "user", "content": "Alice: sourdough tips"}]]},
                 ),
                 AgentSession(
                     channel_id=501,
-                    history={"turns": [{"role": "user", "content": "Bob: fishing spots"}]},
+                    history={"turns": [[{"role": "user", "content": "Bob: fishing spots"}]]},
                 ),
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
-    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, 1004), pet)
+    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, 1005), pet)
     return {"bread": bread, "pet": pet, "stamps": stamps}
 
 
@@ -169,17 +161,20 @@ async def every_row_as_text(sessions: SessionFactory) -> dict[str, list[str]]:
     return out
 
 
-async def forget(env: MemoryEnv, message_id: int = 1009) -> MessageCreate:
-    message = alice_says(message_id, "!forgetme")
-    await log_event(
-        env.sessions,
-        message,
-        frame_data(
-            id=message_id, author_id=ALICE, content="!forgetme", username="alice_w", nick="Alice"
-        ),
+async def forget(env: MemoryEnv, message_id: int = 1009) -> register.ErasureRecord:
+    """`!forgetme` as the turn runs it, then the worker's job to the end."""
+    data = frame_data(
+        id=message_id, author_id=ALICE, content="!forgetme", username="alice_w", nick="Alice"
     )
+    message = await record(env.sessions, data)
     await handle_command(env.services, ForgetMe(), message, str(message.id))
-    return message
+    async with env.sessions() as session:
+        erasure_id = await session.scalar(text("SELECT max(id) FROM erasures"))
+    assert erasure_id is not None
+    while (done := await run_erasure(env.services, erasure_id)) is not None:
+        if done.status is not register.Status.RUNNING:
+            return done
+    raise AssertionError("the erasure job did not run")
 
 
 async def tables_holding_secrets(sessions: SessionFactory) -> set[str]:
@@ -220,7 +215,9 @@ async def test_mem09_no_trace_of_the_users_words_remains_in_any_table(env: Memor
     assert await count(env.sessions, Signal, Signal.user_id == ALICE) == 0
 
 
-async def test_mem09_other_users_data_is_untouched(env: MemoryEnv) -> None:
+async def test_mem09_other_peoples_rows_are_untouched_but_for_mentions_of_her_id(
+    env: MemoryEnv,
+) -> None:
     ids = await seed_world(env)
     bobs_ledger = [
         (r.id, r.before, r.after) for r in await ledger_rows(env.sessions) if r.user_id == BOB
@@ -230,14 +227,24 @@ async def test_mem09_other_users_data_is_untouched(env: MemoryEnv) -> None:
 
     assert await memories_of(env.sessions, BOB) == {ids["stamps"]: "Collects stamps"}
     async with env.sessions() as session:
-        message = await session.get(Message, 1003)
-        assert message is not None and message.content == "Look at my stamps"
+        texts = {m.id: m.content for m in await session.scalars(select(Message))}
         observations = list(await session.scalars(select(Observation.content)))
         signals = list(await session.scalars(select(Signal.value)))
         episodes = sorted(await session.scalars(select(Episode.content)))
+        sessions_left = list(await session.scalars(select(AgentSession.channel_id)))
+        bobs_frame = await session.get(InboxEvent, "1003")
+    assert texts == {1003: "Look at my stamps", 1004: f"ask {MENTION_TOKEN} about it"}
     assert observations == ["Look at my stamps"]
     assert signals == ["🎉"]
-    assert episodes == ["Bob showed stamps; a talk on italics and malice.", "Bob went fishing."]
+    assert episodes == [
+        "Bob showed stamps; a talk on italics and malice.",
+        f"Bob waved at {MENTION_TOKEN}.",
+        "Bob went fishing.",
+    ]
+    assert sessions_left == [501]
+    # His reply stays his; the quote of her message keeps only its id.
+    assert bobs_frame is not None and bobs_frame.payload["d"]["content"] == "Look at my stamps"
+    assert bobs_frame.payload["d"]["referenced_message"] == {"id": "1001"}
     assert [
         (r.id, r.before, r.after) for r in await ledger_rows(env.sessions) if r.user_id == BOB
     ] == bobs_ledger
@@ -246,60 +253,70 @@ async def test_mem09_other_users_data_is_untouched(env: MemoryEnv) -> None:
 async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryEnv) -> None:
     ids = await seed_world(env)
 
-    await forget(env)
+    done = await forget(env)
 
     rows = [r for r in await ledger_rows(env.sessions) if r.user_id == ALICE]
     shape = [(r.actor, r.action, r.memory_id, r.before, r.after) for r in rows]
     redacted = {"redacted": True}
+    assert done.receipt is not None
     assert shape == [
         ("extraction", "add", ids["bread"], None, redacted),
         ("reply", "read", None, None, [ids["pet"], ids["bread"]]),
         ("command", "delete", ids["pet"], redacted, None),
         ("forgetme", "delete", ids["bread"], redacted, None),
-        (
-            "forgetme",
-            "delete",
-            None,
-            None,
-            {
-                "memories": 1,
-                "messages": 3,
-                "dm_messages": 0,
-                "replies_blanked": 0,
-                "mentions_removed": 0,
-                "observations": 1,
-                "signals": 2,
-                "episodes": 3,
-                "ledger_rows_redacted": 2,
-                "others_memories_rewritten": 0,
-                # Her two frames, Bob's reply quoting her, and the `!forgetme` frame itself
-                # (its names taken out, its command kept for a retried job).
-                "events_redacted": 4,
-                # Her two frames were recorded but never run: closed, so they never will be.
-                "events_closed": 2,
-                "step_records": 0,
-                "diaries_blanked": 0,
-                "style_revisions_reverted": 0,
-                "agent_sessions": 1,
-                "pins_rewritten": 0,
-            },
-        ),
+        ("forgetme", "delete", None, None, done.receipt),
     ]
+    assert done.receipt == {
+        "memories": 1,
+        "ledger_rows_redacted": 2,
+        "messages": 3,  # her two and the `!forgetme` itself
+        "dm_messages": 0,
+        "replies_blanked": 0,
+        "frames_redacted": 3,
+        "events_closed": 2,  # her two frames were recorded but never run: never will be
+        "step_records": 1,  # the command's own record
+        "observations": 1,
+        "signals": 2,
+        "episodes": 3,
+        "diaries_blanked": 0,
+        "style_revisions": 0,
+        "task_turns": 1,
+        "nightly_summaries": 0,
+        "pins": 0,
+        "tombstones": 0,
+        "mentions_replaced": 2,  # Bob's message and his episode
+    }
     assert all(r.created_at is not None for r in rows)
 
 
-async def test_mem09_answers_with_a_receipt_of_counts_only(env: MemoryEnv) -> None:
+async def test_mem09_answers_at_once_then_dms_a_receipt_of_counts_only(env: MemoryEnv) -> None:
     await seed_world(env)
     env.discord.clear()
 
     await forget(env)
 
-    [receipt] = env.discord.texts_in(CHANNEL)
+    [started] = env.discord.texts_in(CHANNEL)
+    assert started == STARTED
+    [posted] = env.discord.messages_in(CHANNEL)
+    assert posted["message_reference"]["message_id"] == "1009"
+    receipt = "\n".join(m["content"] for m in env.discord.dms_to(ALICE))
     assert "1 memory" in receipt and "3 messages" in receipt and "1 observation" in receipt
     assert "2 reactions/corrections" in receipt and "3 channel summaries" in receipt
     assert not any(secret in receipt.lower() for secret in SECRETS)
-    [posted] = env.discord.messages_in(CHANNEL)
-    assert posted["message_reference"]["message_id"] == "1009"
+
+
+async def test_mem09_with_dms_closed_the_channel_hears_it_is_done_and_nothing_else(
+    env: MemoryEnv,
+) -> None:
+    await seed_world(env)
+    env.discord.dm_closed.add(ALICE)
+    env.discord.clear()
+
+    await forget(env)
+
+    started, notice = env.discord.texts_in(CHANNEL)
+    assert started == STARTED and "couldn't send the receipt" in notice
+    assert not any(ch.isdigit() for ch in notice)  # no counts repeated in public
 
 
 async def test_mem09_a_nightly_rollback_cannot_bring_erased_memories_back(env: MemoryEnv) -> None:
@@ -321,41 +338,56 @@ async def test_mem09_a_nightly_rollback_cannot_bring_erased_memories_back(env: M
 async def test_mem09_someone_with_nothing_stored_gets_a_zero_receipt_and_a_ledger_entry(
     env: MemoryEnv,
 ) -> None:
-    await forget(env)
+    done = await forget(env)
 
-    [receipt] = env.discord.texts_in(CHANNEL)
-    assert "0 memories" in receipt and "1 message" in receipt  # the command itself
+    assert done.receipt is not None and done.receipt["memories"] == 0
+    assert done.receipt["messages"] == 1  # the command itself
     [row] = await ledger_rows(env.sessions)
     assert (row.actor, row.action, row.memory_id) == ("forgetme", "delete", None)
-    assert row.after is not None and row.after["memories"] == 0
-
-
-def test_mem09_names_match_as_words_ascii_and_anywhere_otherwise() -> None:
-    names = erasure_names(ALICE, ["Al", "たろう", "x", None, "  "])
-    assert names == ["<@!42>", "<@42>", "Al", "たろう"]
-    assert mentions_any("al said hi", names)
-    assert mentions_any("Thanks, AL!", names)
-    assert not mentions_any("also, alpine malt", names)
-    assert mentions_any("今日はたろうさんが来た", names)
-    assert mentions_any("ping <@!42> please", names)
-    assert not mentions_any("x marks the spot", names)  # one-letter names are ignored
+    assert row.after == done.receipt
 
 
 def test_mem09_receipt_text_has_counts_and_plurals_only() -> None:
-    receipt = format_receipt(Receipt(memories=2, messages=1, signals=1))
-    assert "2 memories, 1 message, 0 observations, 1 reaction/correction" in receipt
-    assert "0 channel summaries" in receipt
+    receipt = format_receipt({"memories": 2, "messages": 1, "signals": 1})
+    assert "2 memories, 1 message (and 0 messages of our DMs), 0 observations" in receipt
+    assert "1 reaction/correction" in receipt and "0 channel summaries" in receipt
 
 
-async def test_mem09_writers_can_tell_an_erasure_happened_after_they_read(env: MemoryEnv) -> None:
+async def test_mem09_writers_see_an_erasure_that_began_after_they_did(env: MemoryEnv) -> None:
     async with env.sessions() as session:
-        read_at = await session.scalar(select(func.now()))
-    assert read_at is not None
+        before = await session.scalar(select(func.now()))
+    assert before is not None
+    async with unit_of_work(env.sessions) as session:
+        erasure, started = await register.start(
+            session, ALICE, requested_by=register.RequestedBy.ADMIN
+        )
+    assert started
 
-    await forget(env)
-
-    async with env.sessions() as session:
-        assert await store.erased_since(session, ALICE, read_at, ACTOR)
-        assert not await store.erased_since(session, BOB, read_at, ACTOR)
+    async with unit_of_work(env.sessions) as session:
+        # Running: nothing may be written about her, whenever the writer began.
+        assert await register.blocked(session, [ALICE, BOB], since=before) == {ALICE}
+        assert await register.blocked(session, [ALICE], since=None) == {ALICE}
+        await register.finish(session, erasure.id, {})
+    async with unit_of_work(env.sessions) as session:
+        # Done: only work that began before it is stopped; what she says later is new.
+        assert await register.blocked(session, [ALICE], since=before) == {ALICE}
         later = datetime.now(UTC) + timedelta(minutes=1)
-        assert not await store.erased_since(session, ALICE, later, ACTOR)
+        assert await register.blocked(session, [ALICE], since=later) == set()
+
+
+async def test_mem09_a_retried_command_joins_its_erasure_instead_of_starting_another(
+    env: MemoryEnv,
+) -> None:
+    async with unit_of_work(env.sessions) as session:
+        first, started = await register.start(
+            session, ALICE, requested_by=register.RequestedBy.FORGETME, command_event_id="77"
+        )
+        again, started_again = await register.start(
+            session, ALICE, requested_by=register.RequestedBy.FORGETME, command_event_id="77"
+        )
+        admin, by_admin = await register.start(
+            session, ALICE, requested_by=register.RequestedBy.ADMIN
+        )
+    assert started and not started_again and not by_admin
+    assert first.id == again.id == admin.id
+    assert json.dumps(first.progress) == "{}"

@@ -29,7 +29,9 @@ FACT = "Alice is learning the cello."
 class LosingQueue:
     """Redis that accepts jobs and then loses them."""
 
-    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
+    async def enqueue(
+        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+    ) -> bool:
         return True
 
     async def enqueue_many(self, job: str, calls: Any) -> None:

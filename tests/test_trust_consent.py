@@ -115,7 +115,8 @@ async def test_forgetme_leaves_her_paused_and_says_how_to_resume(
     await world.tell(ALICE, "I keep bees on the roof")
 
     await world.tell(ALICE, "!forgetme", mention=False)
-    receipt = world.channel_texts(CHANNEL_A)[-1]
+    assert "erasing" in world.channel_texts(CHANNEL_A)[-1]  # at once, in the channel
+    receipt = world.dm_text(ALICE)  # then the receipt, by DM
     assert "`!memory resume`" in receipt
 
     await world.tell(ALICE, "I adopted a greyhound")

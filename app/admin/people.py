@@ -6,15 +6,16 @@ Every read here is itself a ledger read with actor `admin`."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from app.admin.auth import require_admin
-from app.admin.deps import get_sessions
+from app.admin.deps import get_queue, get_sessions
 from app.admin.schemas import (
     AUTH_ERRORS,
-    ErasureReceipt,
+    ErasureBody,
+    ErasureStartedBody,
     ErrorBody,
     LedgerPage,
     LedgerRowBody,
@@ -24,9 +25,12 @@ from app.admin.schemas import (
 )
 from app.commands.render import jump_link
 from app.db import SessionFactory, unit_of_work
+from app.kit.queue import JobQueue
 from app.memory import store
 from app.memory.records import LedgerRow, MemoryRecord, SourceMessage, Why
-from app.privacy.erasure import erase_user
+from app.privacy import register
+from app.privacy.erasure import start_erasure
+from app.privacy.register import RequestedBy
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
 
@@ -112,11 +116,38 @@ async def one_memory(sessions: Sessions, memory_id: Snowflake) -> MemoryBody:
 
 @router.post(
     "/users/{user_id}/erase",
-    response_model=ErasureReceipt,
-    summary="Erase everything kept from a person, as `!forgetme` does; answers the receipt",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ErasureStartedBody,
+    summary="Erase everything kept from a person, as `!forgetme` does, in the worker",
+    description="Answers once the erasure is registered (from then on nothing new is written "
+    "about the person); the worker erases in committed batches. A running erasure of the same "
+    "person is joined, not repeated. Follow it with `GET /erasures/{erasureId}`.",
 )
-async def erase(sessions: Sessions, user_id: Snowflake) -> ErasureReceipt:
-    async with unit_of_work(sessions) as session:
-        receipt = await erase_user(session, user_id, names=[])
-    counts: dict[str, Any] = asdict(receipt)
-    return ErasureReceipt(user_id=str(user_id), **counts)
+async def erase(
+    sessions: Sessions, queue: Annotated[JobQueue, Depends(get_queue)], user_id: Snowflake
+) -> ErasureStartedBody:
+    erasure = await start_erasure(sessions, queue, user_id, requested_by=RequestedBy.ADMIN)
+    return ErasureStartedBody(erasure_id=erasure.id, status=erasure.status)
+
+
+@router.get(
+    "/erasures/{erasure_id}",
+    response_model=ErasureBody,
+    responses={404: {"model": ErrorBody, "description": "no such erasure"}},
+    summary="An erasure's status and, once done, its receipt",
+)
+async def erasure_status(
+    sessions: Sessions, erasure_id: Annotated[int, Path(ge=1, le=2**63 - 1)]
+) -> ErasureBody:
+    async with sessions() as session:
+        found = await register.get(session, erasure_id)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no erasure {erasure_id}")
+    return ErasureBody(
+        erasure_id=found.id,
+        user_id=str(found.user_id),
+        status=found.status,
+        receipt=found.receipt,
+        started_at=found.started_at,
+        finished_at=found.finished_at,
+    )

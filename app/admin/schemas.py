@@ -155,19 +155,22 @@ class LedgerPage(CamelModel):
     next_before: int | None = Field(description="pass as ?before= for the next page")
 
 
-class ErasureReceipt(CamelModel):
-    """What an erasure removed, counted per table; nothing of what was erased."""
+class ErasureStartedBody(CamelModel):
+    erasure_id: int
+    status: Literal["running", "done", "failed"]
 
+
+class ErasureBody(CamelModel):
+    """One erasure: its state and, once done, its receipt (counts per table only)."""
+
+    erasure_id: int
     user_id: str
-    memories: int
-    messages: int
-    observations: int
-    signals: int
-    episodes: int
-    ledger_rows_redacted: int
-    events_redacted: int
-    events_closed: int = Field(description="their unfinished events closed without running")
-    agent_sessions: int
+    status: Literal["running", "done", "failed"]
+    receipt: dict[str, int] | None = Field(
+        description="what was removed, blanked or replaced, counted per kind; null until done"
+    )
+    started_at: datetime
+    finished_at: datetime | None
 
 
 class DeadLetterBody(CamelModel):

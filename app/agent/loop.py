@@ -121,7 +121,7 @@ class TaskAgent:
             content = [d for d in map(block_dict, response.content) if d is not None]
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             if not calls:
-                return await self._finish(request.channel_id, turn, content, response.stop_reason)
+                return await self._finish(request, turn, content, response.stop_reason)
             turn.append({"role": "assistant", "content": content})
             results = await self._results(request, calls, deadline)
             turn.append({"role": "user", "content": results})
@@ -130,7 +130,7 @@ class TaskAgent:
 
     async def _finish(
         self,
-        channel_id: int,
+        request: TaskRequest,
         turn: list[Message],
         content: list[dict[str, Any]],
         stop_reason: str | None,
@@ -141,7 +141,9 @@ class TaskAgent:
             return None
         turn.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
         try:
-            await self._store.append(channel_id, turn)
+            await self._store.append(
+                request.channel_id, turn, authors=request.author_ids, since=request.since
+            )
         except Exception:
             # The answer is good; only the next task's memory of it is lost.
             log.exception("task agent session save failed")

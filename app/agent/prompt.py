@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 TASK_RULES = (
@@ -22,6 +23,10 @@ class TaskRequest:
     persona: str  # full persona system text, added as system prompt every turn
     # Staff may use run_command on the unsandboxed local backend; nobody else may.
     requester_is_staff: bool = False
+    # Provenance: whose words the request carries (the requester and the lines' authors),
+    # and when the turn began; the session keeps the turn only while none of them is erased.
+    author_ids: frozenset[int] = frozenset()
+    since: datetime | None = None
 
 
 def system_blocks(persona: str) -> list[dict[str, Any]]:

@@ -3,9 +3,9 @@ and deletes applied, each write idempotent; readers get plain `LoggedMessage`s."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Select, delete, func, select, update
@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.channel.exchange import Line, Place
-from app.inbound.frames import MessageCreate, MessageUpdate
-from app.kit.sql import any_array, rewrite_matching
-from app.models.messages import Message
+from app.inbound.frames import MessageCreate, MessageUpdate, mentions_in
+from app.kit.sql import any_array, mention_pattern
+from app.models.messages import Message, MessageTombstone
 
 CONTEXT_SIZE = 20
 
@@ -65,9 +65,20 @@ def _plain(row: Message) -> LoggedMessage:
 # --- writes -----------------------------------------------------------------------------------
 
 
-async def log_message(session: AsyncSession, message: MessageCreate) -> bool:
-    """Append a message; True the first time, False when it is already logged."""
-    result = await session.execute(
+def _mentioned(message: MessageCreate) -> list[int]:
+    """Everyone the message mentions: Discord's list and the text's own `<@id>` tokens."""
+    return sorted({user.id for user in message.mentions} | mentions_in(message.content))
+
+
+async def log_message(session: AsyncSession, message: MessageCreate) -> LoggedMessage:
+    """Append a message (once) and return it as logged: a delete or edit that arrived before
+    it (a tombstone) is applied, so a deleted message is logged deleted and an edited one
+    with its newest text."""
+    tombstone = await session.get(MessageTombstone, message.id, populate_existing=True)
+    content = message.content
+    if tombstone is not None and tombstone.content is not None:
+        content = tombstone.content
+    await session.execute(
         insert(Message)
         .values(
             id=message.id,
@@ -76,14 +87,20 @@ async def log_message(session: AsyncSession, message: MessageCreate) -> bool:
             author_id=message.author.id,
             author_name=message.author_name,
             is_bot=message.author.bot,
-            content=message.content,
+            content=content,
             reply_to_id=message.reply_to_id,
+            mention_ids=sorted(set(_mentioned(message)) | mentions_in(content)),
             created_at=message.timestamp,
+            edited_at=tombstone.edited_at if tombstone is not None else None,
+            deleted_at=tombstone.deleted_at if tombstone is not None else None,
         )
         .on_conflict_do_nothing(index_elements=[Message.id])
-        .returning(Message.id)
     )
-    return result.scalar_one_or_none() is not None
+    if tombstone is not None:
+        await session.delete(tombstone)
+    row = await session.get(Message, message.id, populate_existing=True)
+    assert row is not None
+    return _plain(row)
 
 
 async def log_bot_message(
@@ -109,6 +126,7 @@ async def log_bot_message(
             is_bot=True,
             content=content,
             reply_to_id=reply_to_id,
+            mention_ids=sorted(mentions_in(content)),
             created_at=created_at,
         )
         .on_conflict_do_nothing(index_elements=[Message.id])
@@ -116,24 +134,85 @@ async def log_bot_message(
 
 
 async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -> bool:
-    """Apply an edit's new content; partial updates without content change nothing."""
+    """Apply an edit's new content; partial updates without content change nothing. An edit
+    of a message not logged yet is kept (the newest one) until the message arrives."""
     if edit.content is None:
         return False
+    edited_at = edit.edited_timestamp or at
     result = await session.execute(
         update(Message)
         .where(Message.id == edit.id, Message.deleted_at.is_(None))
-        .values(content=edit.content, edited_at=edit.edited_timestamp or at)
+        .values(
+            content=edit.content,
+            edited_at=edited_at,
+            mention_ids=sorted(mentions_in(edit.content)),
+        )
         .returning(Message.id)
     )
-    return result.scalar_one_or_none() is not None
+    if result.scalar_one_or_none() is not None:
+        return True
+    if await session.get(Message, edit.id) is None:
+        await _keep_early_edit(session, edit, edited_at)
+    return False
 
 
-async def mark_deleted(session: AsyncSession, ids: Sequence[int], at: datetime) -> int:
+async def _keep_early_edit(session: AsyncSession, edit: MessageUpdate, edited_at: datetime) -> None:
+    author = edit.author.id if edit.author is not None else None
+    statement = insert(MessageTombstone).values(
+        message_id=edit.id,
+        channel_id=edit.channel_id,
+        author_id=author,
+        content=edit.content,
+        edited_at=edited_at,
+    )
+    newer = MessageTombstone.edited_at.is_(None) | (MessageTombstone.edited_at <= edited_at)
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[MessageTombstone.message_id],
+            set_={
+                "content": statement.excluded.content,
+                "edited_at": statement.excluded.edited_at,
+                "author_id": func.coalesce(
+                    statement.excluded.author_id, MessageTombstone.author_id
+                ),
+            },
+            where=newer,
+        )
+    )
+
+
+async def mark_deleted(
+    session: AsyncSession, ids: Sequence[int], at: datetime, *, channel_id: int
+) -> int:
+    """Mark logged messages deleted; a delete of a message not logged yet is kept until the
+    message arrives (then logged as deleted). How many logged messages were marked."""
     result = await session.execute(
         update(Message)
         .where(Message.id.in_(ids), Message.deleted_at.is_(None))
         .values(deleted_at=at)
         .returning(Message.id)
+    )
+    marked = len(result.all())
+    unknown = set(ids) - await existing_ids(session, ids)
+    if unknown:
+        statement = insert(MessageTombstone).values(
+            [{"message_id": i, "channel_id": channel_id, "deleted_at": at} for i in sorted(unknown)]
+        )
+        await session.execute(
+            statement.on_conflict_do_update(
+                index_elements=[MessageTombstone.message_id],
+                set_={"deleted_at": statement.excluded.deleted_at, "content": None},
+            )
+        )
+    return marked
+
+
+async def prune_tombstones(session: AsyncSession, *, older_than: timedelta) -> int:
+    """Tombstones live as long as the de-duplication window: a message that never came."""
+    result = await session.execute(
+        delete(MessageTombstone)
+        .where(MessageTombstone.received_at < func.now() - older_than)
+        .returning(MessageTombstone.message_id)
     )
     return len(result.all())
 
@@ -322,10 +401,23 @@ async def addressed_recently(
     return set(rows)
 
 
-# --- erasure and import -----------------------------------------------------------------------
+# --- erasure (by identity: author, channel, reply, mention) and import ----------------------
 
 
-async def author_names(session: AsyncSession, user_id: int) -> list[str]:
+async def author_batch(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> list[int]:
+    """The next ``limit`` ids of the person's messages after ``after_id`` (ascending)."""
+    rows = await session.scalars(
+        select(Message.id)
+        .where(Message.author_id == user_id, Message.id > after_id)
+        .order_by(Message.id)
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def names_of(session: AsyncSession, user_id: int) -> list[str]:
     """Every display name the person's logged messages carry."""
     rows = await session.scalars(
         select(Message.author_name).where(Message.author_id == user_id).distinct()
@@ -333,9 +425,157 @@ async def author_names(session: AsyncSession, user_id: int) -> list[str]:
     return list(rows)
 
 
-async def delete_by_author(session: AsyncSession, user_id: int) -> int:
+async def names_others_used(
+    session: AsyncSession, user_id: int, names: Collection[str]
+) -> list[str]:
+    """Which of these names (case-insensitively) some other author has written under."""
+    if not names:
+        return []
+    folded = sorted({name.lower() for name in names})
+    rows = await session.scalars(
+        select(func.lower(Message.author_name))
+        .where(
+            func.lower(Message.author_name).in_(folded),
+            Message.author_id != user_id,
+        )
+        .distinct()
+    )
+    return list(rows)
+
+
+async def channels_of(session: AsyncSession, user_id: int) -> tuple[list[int], list[int]]:
+    """The channels the person wrote in: (guild channels, DM channels)."""
+    rows = await session.execute(
+        select(Message.channel_id, Message.guild_id.is_(None))
+        .where(Message.author_id == user_id)
+        .distinct()
+    )
+    pairs = rows.tuples().all()
+    return sorted(c for c, dm in pairs if not dm), sorted(c for c, dm in pairs if dm)
+
+
+async def spoke_in_windows(
+    session: AsyncSession, user_id: int, windows: Sequence[tuple[datetime, datetime]]
+) -> set[int]:
+    """Which of these windows (by index) hold a message of the person."""
+    found: set[int] = set()
+    for index, (start, end) in enumerate(windows):
+        hit = await session.scalar(
+            select(Message.id)
+            .where(
+                Message.author_id == user_id,
+                Message.created_at >= start,
+                Message.created_at < end,
+            )
+            .limit(1)
+        )
+        if hit is not None:
+            found.add(index)
+    return found
+
+
+async def replies_to(session: AsyncSession, message_ids: Collection[int]) -> list[LoggedMessage]:
+    """Every logged message that replies to one of these (the bot's and other people's)."""
+    if not message_ids:
+        return []
+    rows = await session.scalars(
+        select(Message).where(Message.reply_to_id == any_array(message_ids))
+    )
+    return [_plain(row) for row in rows]
+
+
+async def blank(session: AsyncSession, message_ids: Collection[int]) -> int:
+    """Blank the text of these messages (the bot's replies an erasure must not keep)."""
+    if not message_ids:
+        return 0
     result = await session.execute(
-        delete(Message).where(Message.author_id == user_id).returning(Message.id)
+        update(Message)
+        .where(Message.id == any_array(message_ids), Message.content != "")
+        .values(content="", mention_ids=[])
+        .returning(Message.id)
+    )
+    return len(result.all())
+
+
+async def bot_replies_to(
+    session: AsyncSession, trigger_ids: Collection[int], bot_user_id: int
+) -> list[int]:
+    """The bot's logged replies to these messages."""
+    if not trigger_ids:
+        return []
+    rows = await session.scalars(
+        select(Message.id).where(
+            Message.reply_to_id == any_array(trigger_ids), Message.author_id == bot_user_id
+        )
+    )
+    return list(rows)
+
+
+async def delete_ids(session: AsyncSession, message_ids: Collection[int]) -> int:
+    if not message_ids:
+        return 0
+    result = await session.execute(
+        delete(Message).where(Message.id == any_array(message_ids)).returning(Message.id)
+    )
+    return len(result.all())
+
+
+async def channel_batch(
+    session: AsyncSession, channel_ids: Collection[int], *, limit: int
+) -> list[int]:
+    """Up to ``limit`` ids of messages in these DM channels (a person's DMs with the bot);
+    a guild message is never among them."""
+    if not channel_ids:
+        return []
+    rows = await session.scalars(
+        select(Message.id)
+        .where(Message.channel_id == any_array(channel_ids), Message.guild_id.is_(None))
+        .order_by(Message.id)
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def mentioning_batch(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> list[int]:
+    """The next ``limit`` ids of messages that mention the person (found by the GIN index)."""
+    rows = await session.scalars(
+        select(Message.id)
+        .where(Message.mention_ids.contains([user_id]), Message.id > after_id)
+        .order_by(Message.id)
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def replace_mentions(
+    session: AsyncSession, message_ids: Collection[int], user_id: int, token: str
+) -> int:
+    """Replace the person's mentions in these messages' text with ``token``."""
+    if not message_ids:
+        return 0
+    result = await session.execute(
+        update(Message)
+        .where(Message.id == any_array(message_ids))
+        .values(
+            content=func.regexp_replace(Message.content, mention_pattern(user_id), token, "g"),
+            mention_ids=func.array_remove(Message.mention_ids, user_id),
+        )
+        .returning(Message.id)
+    )
+    return len(result.all())
+
+
+async def delete_tombstones(
+    session: AsyncSession, *, author_id: int | None = None, message_ids: Collection[int] = ()
+) -> int:
+    """Early edits the person made (their text), or tombstones of these messages."""
+    where = MessageTombstone.message_id == any_array(message_ids)
+    if author_id is not None:
+        where = where | (MessageTombstone.author_id == author_id)
+    result = await session.execute(
+        delete(MessageTombstone).where(where).returning(MessageTombstone.message_id)
     )
     return len(result.all())
 
@@ -351,45 +591,3 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
         return 0
     statement = insert(Message).on_conflict_do_nothing().returning(Message.id)
     return len((await session.execute(statement, list(rows))).all())
-
-
-async def messages_by_author(session: AsyncSession, user_id: int) -> list[LoggedMessage]:
-    rows = await session.scalars(select(Message).where(Message.author_id == user_id))
-    return [_plain(row) for row in rows]
-
-
-async def delete_channels(session: AsyncSession, channel_ids: Collection[int]) -> int:
-    """Delete every message of these channels (a person's DMs with the bot, both sides)."""
-    if not channel_ids:
-        return 0
-    result = await session.execute(
-        delete(Message).where(Message.channel_id.in_(list(channel_ids))).returning(Message.id)
-    )
-    return len(result.all())
-
-
-async def blank_replies_to(session: AsyncSession, message_ids: Collection[int]) -> list[int]:
-    """Blank the text of the bot's replies to these messages; their ids."""
-    if not message_ids:
-        return []
-    result = await session.execute(
-        update(Message)
-        .where(
-            Message.is_bot.is_(True),
-            Message.reply_to_id == any_array(message_ids),
-            Message.content != "",
-        )
-        .values(content="")
-        .returning(Message.id)
-    )
-    return [row[0] for row in result]
-
-
-async def scrub(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
-) -> int:
-    """Rewrite the text of messages that match (an erasure taking a person out of what
-    others wrote)."""
-    return await rewrite_matching(
-        session, table="messages", key="id", column="content", patterns=patterns, rewrite=rewrite
-    )

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
-from app.kit.sql import any_array, rewrite_matching
+from app.kit.sql import any_array
 from app.models.messages import Message
 from app.models.signals import Signal
 
@@ -35,29 +36,54 @@ class SignalLine:
     kind: str
     value: str
     bot_text: str | None
+    # Provenance: who gave the feedback, and whose message the rated bot message answered.
+    user_id: int = 0
+    about_user_id: int | None = None
+
+    @property
+    def people(self) -> set[int]:
+        return {self.user_id} | ({self.about_user_id} if self.about_user_id else set())
 
 
 async def window_signals(
     session: AsyncSession, *, start: datetime, end: datetime, limit: int
 ) -> list[SignalLine]:
     """The window's newest reactions and corrections, oldest first, each with the text of
-    the bot message it is about (when the log has it)."""
+    the bot message it is about (when the log has it) and whom that message answered."""
+    answered = aliased(Message)
     query = (
-        select(Signal.kind, Signal.value, Message.content)
+        select(Signal.kind, Signal.value, Message.content, Signal.user_id, answered.author_id)
         .outerjoin(Message, Message.id == Signal.message_id)
+        .outerjoin(answered, answered.id == Message.reply_to_id)
         .where(Signal.created_at >= start, Signal.created_at < end)
         .order_by(Signal.created_at.desc(), Signal.id.desc())
         .limit(limit)
     )
-    rows = (await session.execute(query)).all()
-    return [SignalLine(kind, value, bot_text) for kind, value, bot_text in reversed(rows)]
+    rows = (await session.execute(query)).tuples().all()
+    return [SignalLine(*row) for row in reversed(rows)]
 
 
-async def delete_by_user(session: AsyncSession, user_id: int) -> int:
-    result = await session.execute(
-        delete(Signal).where(Signal.user_id == user_id).returning(Signal.id)
-    )
+async def delete_by_user(session: AsyncSession, user_id: int, *, limit: int) -> int:
+    """Up to ``limit`` of the person's reactions and corrections (an erasure, in batches)."""
+    batch = select(Signal.id).where(Signal.user_id == user_id).limit(limit)
+    result = await session.execute(delete(Signal).where(Signal.id.in_(batch)).returning(Signal.id))
     return len(result.all())
+
+
+async def given_in_windows(
+    session: AsyncSession, user_id: int, windows: Sequence[tuple[datetime, datetime]]
+) -> set[int]:
+    """Which of these windows (by index) hold feedback the person gave."""
+    found: set[int] = set()
+    for index, (start, end) in enumerate(windows):
+        hit = await session.scalar(
+            select(Signal.id)
+            .where(Signal.user_id == user_id, Signal.created_at >= start, Signal.created_at < end)
+            .limit(1)
+        )
+        if hit is not None:
+            found.add(index)
+    return found
 
 
 async def existing(
@@ -79,19 +105,3 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
         return 0
     statement = insert(Signal).on_conflict_do_nothing().returning(Signal.id)
     return len((await session.execute(statement, list(rows))).all())
-
-
-async def corrections_by(session: AsyncSession, user_id: int) -> list[str]:
-    """The texts of the person's corrections (what a style revision may have quoted)."""
-    rows = await session.scalars(
-        select(Signal.value).where(Signal.user_id == user_id, Signal.kind == "correction")
-    )
-    return list(rows)
-
-
-async def scrub(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
-) -> int:
-    return await rewrite_matching(
-        session, table="signals", key="id", column="value", patterns=patterns, rewrite=rewrite
-    )

@@ -72,7 +72,14 @@ async def webhook(request: Request) -> JSONResponse:
     inbox: InboxWriter = request.app.state.inbox
     try:
         is_new = await inbox.record(
-            Incoming(id=event.dedupe_id, event_type=event.type, payload=text)
+            Incoming(
+                id=event.dedupe_id,
+                event_type=event.type,
+                payload=text,
+                author_id=event.author_id,
+                channel_id=event.data.channel_id,
+                message_id=event.message_id,
+            )
         )
     except InboxRejected:
         return _answer(422, {"error": "invalid frame", "problems": [_UNSTORABLE]})

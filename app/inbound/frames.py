@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -62,6 +63,7 @@ class ReferencedMessage(_Model):
     id: Snowflake
     author: User | None = None
     content: str = ""
+    timestamp: datetime | None = None
 
 
 class MessageCreate(_Model):
@@ -172,6 +174,14 @@ MODELS: dict[EventType, type[EventData]] = {
 }
 
 
+_MENTION = re.compile(r"<@!?(\d{1,19})>")
+
+
+def mentions_in(text: str) -> set[int]:
+    """The user ids a message text mentions (`<@id>`, `<@!id>`)."""
+    return {int(found) for found in _MENTION.findall(text)}
+
+
 class FrameError(ValueError):
     """The frame cannot be accepted; ``problems`` says why, field by field."""
 
@@ -196,6 +206,30 @@ class Event(BaseModel):
     data: EventData
     dedupe_id: str
     kind: Literal["event"] = "event"
+
+    @property
+    def author_id(self) -> int | None:
+        """Who acted: the message's author, or the person who reacted."""
+        match self.data:
+            case MessageCreate(author=author):
+                return author.id
+            case MessageUpdate(author=author):
+                return author.id if author is not None else None
+            case ReactionAdd(user_id=user_id) | ReactionRemove(user_id=user_id):
+                return user_id
+        return None
+
+    @property
+    def message_id(self) -> int | None:
+        """The one message the event is about (none for a bulk delete)."""
+        match self.data:
+            case MessageCreate(id=message_id) | MessageUpdate(id=message_id):
+                return message_id
+            case MessageDelete(id=message_id):
+                return message_id
+            case MessageDeleteBulk():
+                return None
+        return self.data.message_id
 
 
 def decode_body(body: bytes) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -24,7 +24,7 @@ from app.db import SessionFactory, unit_of_work
 from app.inbound import steps
 from app.inbound.retries import LAST_ATTEMPT_LEASE, MAX_ATTEMPTS, RETRY_DELAYS, retry_delay
 from app.kit.queue import JobQueue
-from app.kit.sql import rewrite_matching
+from app.kit.sql import any_array
 from app.models.inbox import InboxEvent
 
 log = logging.getLogger(__name__)
@@ -34,9 +34,10 @@ DEDUPE_WINDOW = timedelta(days=7)
 
 # One statement, so autocommit makes it one transaction: durable when it returns.
 _INSERT = """
-    INSERT INTO inbox (id, event_type, payload)
-    SELECT u.id, u.event_type, u.payload::jsonb
-    FROM unnest($1::text[], $2::text[], $3::text[]) AS u(id, event_type, payload)
+    INSERT INTO inbox (id, event_type, payload, author_id, channel_id, message_id)
+    SELECT u.id, u.event_type, u.payload::jsonb, u.author_id, u.channel_id, u.message_id
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+        AS u(id, event_type, payload, author_id, channel_id, message_id)
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 """
@@ -64,6 +65,10 @@ class Incoming:
     id: str
     event_type: str
     payload: str  # the raw JSON frame, stored as received
+    # Who and what it is about, so an erasure finds the frame by identity.
+    author_id: int | None = None
+    channel_id: int | None = None
+    message_id: int | None = None
 
 
 class InboxWriter:
@@ -146,6 +151,9 @@ class InboxWriter:
                 [e.id for e in events],
                 [e.event_type for e in events],
                 [e.payload for e in events],
+                [e.author_id for e in events],
+                [e.channel_id for e in events],
+                [e.message_id for e in events],
             )
         except Exception as exc:
             if not _is_data_error(exc) and self._conn is not None:
@@ -185,17 +193,19 @@ _CLAIM = text(
         next_attempt_at = now() + make_interval(
             secs => coalesce((CAST(:delays AS float8[]))[attempts + 1], :last_lease))
     WHERE id = :id AND handled_at IS NULL AND dead_at IS NULL
-    RETURNING attempts, payload
+    RETURNING attempts, payload, received_at
     """
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """An event a job may work on now: its attempt number and the frame as recorded."""
+    """An event a job may work on now: its attempt number, the frame as recorded, and when
+    it was recorded."""
 
     attempts: int
     payload: dict[str, Any]
+    received_at: datetime
 
     @property
     def exhausted(self) -> bool:
@@ -216,7 +226,7 @@ async def claim(session: AsyncSession, event_id: str) -> Claimed | None:
         "last_lease": LAST_ATTEMPT_LEASE.total_seconds(),
     }
     row = (await session.execute(_CLAIM, params)).one_or_none()
-    return Claimed(int(row[0]), dict(row[1])) if row is not None else None
+    return Claimed(int(row[0]), dict(row[1]), row[2]) if row is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,19 +268,23 @@ async def mark_handled(session: AsyncSession, event_id: str) -> None:
     )
 
 
-async def close_unfinished_of(session: AsyncSession, user_id: int, *, keep: str | None) -> int:
-    """Mark the person's unfinished events (waiting for a retry, or dead letters) handled
-    without running them: after an erasure nothing of theirs may run or be replayed. The rows
-    stay, so a redelivered frame is still a duplicate. ``keep``: the erasing event itself."""
-    author = text(
-        "(inbox.payload #>> '{d,author,id}' = :uid OR inbox.payload #>> '{d,user_id}' = :uid)"
-    )
+async def close_unfinished_of(
+    session: AsyncSession, user_id: int, *, before: datetime, keep: str | None
+) -> int:
+    """Mark the person's unfinished events recorded before ``before`` (waiting for a retry,
+    or dead letters) handled without running them: after an erasure nothing of theirs may
+    run or be replayed. The rows stay, so a redelivered frame is still a duplicate.
+    ``keep``: the erasing event itself."""
     result = await session.execute(
         update(InboxEvent)
-        .where(InboxEvent.handled_at.is_(None), InboxEvent.id != (keep or ""), author)
+        .where(
+            InboxEvent.author_id == user_id,
+            InboxEvent.handled_at.is_(None),
+            InboxEvent.received_at < before,
+            InboxEvent.id != (keep or ""),
+        )
         .values(handled_at=func.now(), dead_at=None, next_attempt_at=None)
-        .returning(InboxEvent.id),
-        {"uid": str(user_id)},
+        .returning(InboxEvent.id)
     )
     return len(result.all())
 
@@ -398,17 +412,65 @@ async def prune_inbox(sessions: SessionFactory) -> int:
     return int(getattr(result, "rowcount", 0))
 
 
-async def scrub_events(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[Any], Any]
-) -> int:
-    """Rewrite recorded frames that hold a person (theirs, quotes of theirs, mentions of
-    them); the rows stay, so a replayed event is still recognised as a duplicate."""
-    return await rewrite_matching(
-        session,
-        table="inbox",
-        key="id",
-        column="payload",
-        patterns=patterns,
-        rewrite=rewrite,
-        json=True,
+# --- erasure: frames found by who and what they are about -------------------------------------
+
+
+async def frames_by_author(
+    session: AsyncSession, user_id: int, *, after_id: str, limit: int
+) -> list[str]:
+    """The next ``limit`` ids of the person's own frames after ``after_id``."""
+    rows = await session.scalars(
+        select(InboxEvent.id)
+        .where(InboxEvent.author_id == user_id, InboxEvent.id > after_id)
+        .order_by(InboxEvent.id)
+        .limit(limit)
     )
+    return list(rows)
+
+
+async def frames_about(
+    session: AsyncSession, message_ids: Collection[int], *, channel_ids: Collection[int] = ()
+) -> list[str]:
+    """The frames about these messages, or in these channels."""
+    if not message_ids and not channel_ids:
+        return []
+    rows = await session.scalars(
+        select(InboxEvent.id).where(
+            (InboxEvent.message_id == any_array(message_ids))
+            | (InboxEvent.channel_id == any_array(channel_ids))
+        )
+    )
+    return list(rows)
+
+
+async def rewrite_frames(
+    session: AsyncSession, event_ids: Collection[str], rewrite: Callable[[Any], Any]
+) -> int:
+    """Each of these recorded frames through ``rewrite``, written back when it changed; the
+    rows stay, so a replayed event is still recognised as a duplicate."""
+    if not event_ids:
+        return 0
+    rows = await session.execute(
+        select(InboxEvent.id, InboxEvent.payload).where(InboxEvent.id.in_(list(event_ids)))
+    )
+    changed = 0
+    for event_id, payload in rows.tuples():
+        new = rewrite(payload)
+        if new != payload:
+            await session.execute(
+                update(InboxEvent).where(InboxEvent.id == event_id).values(payload=new)
+            )
+            changed += 1
+    return changed
+
+
+async def usernames_in_frames(session: AsyncSession, user_id: int) -> set[str]:
+    """The person's Discord usernames, as their recorded frames carry them."""
+    rows = await session.scalars(
+        text(
+            "SELECT DISTINCT payload #>> '{d,author,username}' FROM inbox "
+            "WHERE author_id = :uid AND payload #>> '{d,author,id}' = CAST(:uid AS text)"
+        ),
+        {"uid": user_id},
+    )
+    return {name for name in rows if name}

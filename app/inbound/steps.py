@@ -3,7 +3,7 @@ replayed job does each side effect once. The one owner of `completed_steps`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -13,7 +13,6 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.locks import xact_lock
-from app.kit.sql import rewrite_matching
 from app.models.inbox import CompletedStep
 
 
@@ -153,16 +152,17 @@ async def forget_events(session: AsyncSession, event_ids: Collection[str]) -> in
     return len(result.all())
 
 
-async def scrub(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[Any], Any]
-) -> int:
-    """Rewrite step results that quote a person (other people's turns that mention them)."""
-    return await rewrite_matching(
-        session,
-        table="completed_steps",
-        key=("event_id", "step"),
-        column="result",
-        patterns=patterns,
-        rewrite=rewrite,
-        json=True,
+async def blank_texts(session: AsyncSession, event_ids: Collection[str]) -> int:
+    """Blank the text these events' turns fixed (the reply and the task's answer): their
+    prompt held an erased person's memories."""
+    if not event_ids:
+        return 0
+    result = await session.execute(
+        text(
+            "UPDATE completed_steps SET result = jsonb_set(result, '{text}', '\"\"'::jsonb) "
+            "WHERE event_id = ANY(:ids) AND step IN ('reply-text', 'task') "
+            "AND result ? 'text' AND coalesce(result ->> 'text', '') <> ''"
+        ),
+        {"ids": list(event_ids)},
     )
+    return int(getattr(result, "rowcount", 0))

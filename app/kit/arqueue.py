@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -68,8 +69,11 @@ class ArqQueue:
         self.wake_channel = wake_channel(redis)
         self._enqueue_many = redis.register_script(_ENQUEUE_MANY)
 
-    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
-        if await self.redis.enqueue_job(job, *args, _job_id=job_id) is None:
+    async def enqueue(
+        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+    ) -> bool:
+        defer = timedelta(seconds=defer_s) if defer_s > 0 else None
+        if await self.redis.enqueue_job(job, *args, _job_id=job_id, _defer_by=defer) is None:
             return False
         # Queued all the same if this fails: a worker's fallback poll finds it.
         with contextlib.suppress(RedisError, OSError):

@@ -7,8 +7,11 @@ from typing import Protocol
 
 
 class JobQueue(Protocol):
-    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
-        """Enqueue ``job`` with plain arguments (ids, never ORM objects).
+    async def enqueue(
+        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+    ) -> bool:
+        """Enqueue ``job`` with plain arguments (ids, never ORM objects), to run now or
+        ``defer_s`` seconds from now.
 
         Returns False when a job with the same ``job_id`` is already queued or running."""
         ...

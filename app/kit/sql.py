@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json as _json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import BigInteger, any_, literal, text
+from sqlalchemy import BigInteger, ColumnElement, any_, func, literal, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
 
 
 def any_array(ids: Iterable[int]) -> Any:
@@ -31,42 +31,26 @@ async def bump_identity(session: AsyncSession, table: str) -> None:
         await session.execute(text("SELECT setval(:s, :v, true)"), {"s": sequence, "v": target})
 
 
-async def rewrite_matching(
+def mention_pattern(user_id: int) -> str:
+    """A Postgres regular expression for a Discord mention of ``user_id`` (`<@id>`, `<@!id>`)."""
+    return f"<@!?{int(user_id)}>"
+
+
+async def replace_mentions_in(
     session: AsyncSession,
-    *,
-    table: str,
-    key: str | tuple[str, ...],
-    column: str,
-    patterns: Sequence[str],
-    rewrite: Callable[[Any], Any],
-    json: bool = False,
+    column: InstrumentedAttribute[Any],
+    user_id: int,
+    token: str,
+    *where: ColumnElement[bool],
 ) -> int:
-    """Rewrite ``column`` of the rows whose text matches any ILIKE pattern (an erasure's
-    scrub, called by the table's owner with its own table): each row's value goes through
-    ``rewrite`` and is written back when it changed. How many rows changed."""
-    if not patterns:
-        return 0
-    keys = (key,) if isinstance(key, str) else key
-    selected = ", ".join(f'"{k}"' for k in keys)
-    text_of = f'"{column}"::text' if json else f'"{column}"'
-    rows = await session.execute(
-        text(
-            f'SELECT {selected}, "{column}" FROM "{table}" '
-            f"WHERE {text_of} ILIKE ANY(CAST(:patterns AS text[]))"
-        ),
-        {"patterns": list(patterns)},
+    """Replace every mention of ``user_id`` in ``column`` (of the rows ``where`` picks) with
+    ``token``, in SQL; how many rows changed. Called by the column's table owner."""
+    pattern = mention_pattern(user_id)
+    table = column.class_
+    result = await session.execute(
+        update(table)
+        .where(column.regexp_match(pattern), *where)
+        .values({column.key: func.regexp_replace(column, pattern, token, "g")})
+        .returning(literal(1))
     )
-    where = " AND ".join(f'"{k}" = :k{i}' for i, k in enumerate(keys))
-    value_sql = "CAST(:value AS jsonb)" if json else ":value"
-    changed = 0
-    for *idents, value in rows.all():
-        new = rewrite(value)
-        if new == value:
-            continue
-        await session.execute(
-            text(f'UPDATE "{table}" SET "{column}" = {value_sql} WHERE {where}'),
-            {"value": _json.dumps(new) if json else new}
-            | {f"k{i}": ident for i, ident in enumerate(idents)},
-        )
-        changed += 1
-    return changed
+    return len(result.all())

@@ -19,6 +19,7 @@ async def recall_for_prompt(
     place: Place,
     actor: str = "reply",
     limit: int = store.RECENT_LIMIT,
+    trigger: str | None = None,
 ) -> list[MemoryRecord]:
     """Up to ``limit`` memories per user that may surface in ``place``, newest first,
     grouped in ``user_ids`` order: in a guild only what was learned in that guild, in a DM
@@ -28,7 +29,7 @@ async def recall_for_prompt(
     people = list(dict.fromkeys(user_ids))  # each person once, order kept
     await store.lock_owners(session, people)
     recalled: list[MemoryRecord] = []
-    why = Why(actor, "recall")
+    why = Why(actor, "recall", trigger=trigger)
     for user_id in people:
         recalled += await store.recent(session, user_id, why, limit=limit, place=place)
     return recalled

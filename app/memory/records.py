@@ -83,6 +83,20 @@ class Why:
     trigger: str | None = None
 
 
+TURN_TRIGGER = "turn:"
+
+
+def turn_trigger(event_id: str) -> str:
+    """The trigger of a reply prompt's read: which turn read which memories (an erasure
+    blanks the replies whose prompt held the erased person's)."""
+    return f"{TURN_TRIGGER}{event_id}"
+
+
+def turn_of(trigger: str) -> str | None:
+    """The event id of a reply read's trigger; None for any other trigger."""
+    return trigger.removeprefix(TURN_TRIGGER) if trigger.startswith(TURN_TRIGGER) else None
+
+
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     """One ledger row of a change, as the rollback planner needs it."""

@@ -4,16 +4,17 @@ the active style, erasure scrubs them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Text, cast, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.locks import xact_lock
+from app.kit.sql import replace_mentions_in
 from app.models.nightly import NightlyRun, StyleOverride
 
 # Held by each nightly step for its whole length, so a rollback never lands mid-step.
@@ -122,7 +123,7 @@ async def running_unlocked(session: AsyncSession) -> list[Run]:
 
 async def save(session: AsyncSession, run_id: int, **values: Any) -> None:
     """Write the given columns of one run (summary, diary, status, finished_at)."""
-    allowed = {"summary", "diary", "status", "finished_at"}
+    allowed = {"summary", "diary", "diary_user_ids", "status", "finished_at"}
     if unknown := set(values) - allowed:
         raise ValueError(f"not a writable run column: {sorted(unknown)}")
     await session.execute(update(NightlyRun).where(NightlyRun.id == run_id).values(values))
@@ -183,8 +184,11 @@ async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[i
     return {row.run_id: _style(row) for row in rows if row.run_id is not None}
 
 
-async def add_style(session: AsyncSession, *, content: str, run_id: int) -> None:
-    session.add(StyleOverride(content=content, run_id=run_id))
+async def add_style(
+    session: AsyncSession, *, content: str, run_id: int, sources: Collection[int]
+) -> None:
+    """A night's style revision, made from ``sources``' feedback (provenance)."""
+    session.add(StyleOverride(content=content, run_id=run_id, source_user_ids=sorted(sources)))
     await session.flush()
 
 
@@ -211,21 +215,118 @@ async def insert_imported(session: AsyncSession, values: dict[str, Any]) -> int:
     return row.id
 
 
-async def blank_diaries(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
-    """Blank the diaries ``doomed`` picks (an erasure: a diary that names the person)."""
-    rows = await session.execute(
-        select(NightlyRun.id, NightlyRun.diary).where(NightlyRun.diary.is_not(None))
+# --- erasure: by recorded inputs; the tables are one row per night -------------------------
+
+
+Window = tuple[int, datetime, datetime]  # (run id, window start, window end)
+
+
+async def blank_diaries_from(session: AsyncSession, user_id: int) -> int:
+    """Blank the diaries written from the person's messages (their recorded inputs)."""
+    result = await session.execute(
+        update(NightlyRun)
+        .where(NightlyRun.diary_user_ids.contains([user_id]))
+        .values(diary="", diary_user_ids=[])
+        .returning(NightlyRun.id)
     )
-    ids = [run_id for run_id, diary in rows if diary and doomed(diary)]
-    if ids:
-        await session.execute(update(NightlyRun).where(NightlyRun.id.in_(ids)).values(diary=""))
-    return len(ids)
+    return len(result.all())
 
 
-async def delete_styles(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
-    """Delete (revert) the style revisions ``doomed`` picks: one that quoted the person."""
-    rows = await session.execute(select(StyleOverride.id, StyleOverride.content))
-    ids = [style_id for style_id, content in rows if doomed(content)]
-    if ids:
-        await session.execute(delete(StyleOverride).where(StyleOverride.id.in_(ids)))
-    return len(ids)
+async def legacy_diary_windows(session: AsyncSession) -> list[Window]:
+    """The windows of diaries written before their inputs were recorded."""
+    rows = await session.execute(
+        select(NightlyRun.id, NightlyRun.window_start, NightlyRun.window_end).where(
+            NightlyRun.diary_user_ids.is_(None),
+            func.coalesce(NightlyRun.diary, "") != "",
+            NightlyRun.window_start.is_not(None),
+            NightlyRun.window_end.is_not(None),
+        )
+    )
+    return [(i, start, end) for i, start, end in rows.tuples() if start and end]
+
+
+async def blank_diaries(session: AsyncSession, run_ids: Collection[int]) -> int:
+    if not run_ids:
+        return 0
+    result = await session.execute(
+        update(NightlyRun)
+        .where(NightlyRun.id.in_(list(run_ids)), func.coalesce(NightlyRun.diary, "") != "")
+        .values(diary="")
+        .returning(NightlyRun.id)
+    )
+    return len(result.all())
+
+
+async def blank_diaries_where(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
+    """Blank the diaries ``doomed`` picks (MEM-09: one naming the person by a name that is
+    theirs alone)."""
+    rows = await session.execute(
+        select(NightlyRun.id, NightlyRun.diary).where(func.coalesce(NightlyRun.diary, "") != "")
+    )
+    return await blank_diaries(
+        session, [i for i, diary in rows.tuples() if diary and doomed(diary)]
+    )
+
+
+async def delete_styles_from(session: AsyncSession, user_id: int) -> int:
+    """Delete (revert) the style revisions made from the person's feedback."""
+    result = await session.execute(
+        delete(StyleOverride)
+        .where(StyleOverride.source_user_ids.contains([user_id]))
+        .returning(StyleOverride.id)
+    )
+    return len(result.all())
+
+
+async def legacy_style_windows(session: AsyncSession) -> list[Window]:
+    """(style id, its run's window) of revisions made before their inputs were recorded."""
+    rows = await session.execute(
+        select(StyleOverride.id, NightlyRun.window_start, NightlyRun.window_end)
+        .join(NightlyRun, NightlyRun.id == StyleOverride.run_id)
+        .where(StyleOverride.source_user_ids.is_(None))
+    )
+    return [(i, start, end) for i, start, end in rows.tuples() if start and end]
+
+
+async def delete_styles(session: AsyncSession, style_ids: Collection[int]) -> int:
+    if not style_ids:
+        return 0
+    result = await session.execute(
+        delete(StyleOverride)
+        .where(StyleOverride.id.in_(list(style_ids)))
+        .returning(StyleOverride.id)
+    )
+    return len(result.all())
+
+
+async def replace_mentions(session: AsyncSession, user_id: int, token: str) -> int:
+    """Replace the person's mentions in diaries and style revisions."""
+    return await replace_mentions_in(
+        session, NightlyRun.diary, user_id, token
+    ) + await replace_mentions_in(session, StyleOverride.content, user_id, token)
+
+
+async def rewrite_summaries(
+    session: AsyncSession, user_id: int, rewrite: Callable[[dict[str, Any]], dict[str, Any]]
+) -> tuple[int, bool]:
+    """Each finished run's summary through ``rewrite`` where it names the person (their id
+    as a chunk's speaker, in an error); ``(rewritten, a running run names them too)``.
+
+    A running run's summary belongs to its steps; the caller comes back once it ended."""
+    needle = f"%{int(user_id)}%"
+    rows = await session.execute(
+        select(NightlyRun.id, NightlyRun.status, NightlyRun.summary).where(
+            cast(NightlyRun.summary, Text).like(needle)
+        )
+    )
+    changed, busy = 0, False
+    for run_id, status, summary in rows.tuples():
+        new = rewrite(dict(summary))
+        if new == summary:
+            continue
+        if status == "running":
+            busy = True
+            continue
+        await session.execute(update(NightlyRun).where(NightlyRun.id == run_id).values(summary=new))
+        changed += 1
+    return changed, busy

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,6 @@ from prometheus_client import Counter
 from sqlalchemy import (
     Text,
     any_,
-    case,
     delete,
     event,
     exists,
@@ -37,7 +36,7 @@ from sqlalchemy.orm import Session
 
 from app.channel.exchange import Place
 from app.kit.locks import lock_key
-from app.kit.sql import any_array, bump_identity
+from app.kit.sql import any_array, bump_identity, mention_pattern
 from app.memory.records import (
     REDACTED,
     Forgetting,
@@ -515,10 +514,10 @@ _REDACT = """
         after = CASE WHEN coalesce(jsonb_typeof(after), 'null') = 'null' THEN after
                      ELSE CAST(:marker AS jsonb) END
     WHERE action <> 'read' AND {scope}
-      AND (coalesce(jsonb_typeof(before), 'null') <> 'null'
-           OR coalesce(jsonb_typeof(after), 'null') <> 'null')
-      AND (before IS DISTINCT FROM CAST(:marker AS jsonb)
-           OR after IS DISTINCT FROM CAST(:marker AS jsonb))
+      AND ((coalesce(jsonb_typeof(before), 'null') <> 'null'
+            AND before IS DISTINCT FROM CAST(:marker AS jsonb))
+           OR (coalesce(jsonb_typeof(after), 'null') <> 'null'
+               AND after IS DISTINCT FROM CAST(:marker AS jsonb)))
 """
 
 
@@ -534,112 +533,132 @@ async def _redact_history(session: AsyncSession, memory_ids: Sequence[int]) -> i
     return await _redact(session, "memory_id = ANY(:ids)", {"ids": list(memory_ids)})
 
 
-# --- erasure and retention --------------------------------------------------------------
+# --- erasure (in bounded batches, by owner) and retention --------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Erased:
-    memories: list[MemoryRecord]  # what was deleted (its text only to take it out elsewhere)
-    ledger_rows_redacted: int
-
-
-async def erase_owner(session: AsyncSession, user_id: int, why: Why) -> Erased:
-    """Delete all of the person's memories and redact the text in every ledger row about
-    them; the ledger keeps only that an erasure happened, not what was erased."""
+async def erase_batch(
+    session: AsyncSession, user_id: int, why: Why, *, limit: int
+) -> tuple[int, int]:
+    """Delete up to ``limit`` of the person's memories, each logged with its history's text
+    redacted, and their sources; ``(memories deleted, ledger rows redacted)``, (0, 0) when
+    none are left."""
     await lock_owners(session, [user_id])
-    redacted = await _redact(
-        session, "user_id = :user_id AND actor <> :actor", {"user_id": user_id, "actor": why.actor}
+    rows = await session.scalars(
+        _fresh(Memory.user_id == user_id).order_by(Memory.id).limit(limit).with_for_update()
     )
-    gone = await delete_owned_by(session, user_id, why, redact=True)
-    if gone:
-        await session.execute(
-            delete(MemorySource).where(MemorySource.memory_id.in_([m.id for m in gone]))
-        )
-    return Erased(memories=gone, ledger_rows_redacted=redacted)
+    records = [_record(row) for row in rows]
+    if not records:
+        return 0, 0
+    ids = [r.id for r in records]
+    redacted = await _redact_history(session, ids)
+    await session.execute(delete(MemorySource).where(MemorySource.memory_id.in_(ids)))
+    await _delete(session, records, why, redact=True)
+    return len(records), redacted
 
 
-async def scrub_others(
-    session: AsyncSession,
-    user_id: int,
-    why: Why,
-    *,
-    patterns: Sequence[str],
-    found_in: Callable[[str], bool],
-    scrub: Callable[[str], str],
-) -> int:
-    """Take an erased person out of everyone else's memories: a memory that names them is
-    rewritten without them (logged, its history's text redacted, since that text named
-    them too), and any other ledger row that names them loses its text. How many rows."""
-    if not patterns:
-        return 0
-    candidates = await session.execute(
-        select(Memory.id, Memory.user_id).where(
-            Memory.user_id != user_id,
-            Memory.content.ilike(any_(literal(list(patterns), ARRAY(Text)))),
-        )
+async def redact_ledger_batch(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> tuple[int | None, int]:
+    """Redact the text of the person's next ``limit`` ledger rows after ``after_id``: they
+    keep their ids, actor, action and time. ``(last id looked at or None when none are
+    left, rows redacted)``."""
+    batch = (
+        select(MemoryLog.id)
+        .where(MemoryLog.user_id == user_id, MemoryLog.id > after_id)
+        .order_by(MemoryLog.id)
+        .limit(limit)
+        .subquery()
     )
-    owners = dict(candidates.tuples().all())
-    await lock_owners(session, owners.values())
-    changed = 0
-    for row in await session.scalars(_fresh(Memory.id.in_(owners)).with_for_update()):
-        if not found_in(row.content):
-            continue
-        await session.execute(
-            update(Memory).where(Memory.id == row.id).values(content=scrub(row.content))
-        )
-        await _redact_history(session, [row.id])
-        await _log(session, why, "update", row.user_id, row.id, dict(REDACTED), dict(REDACTED))
-        changed += 1
-    return changed + await _redact_rows_naming(session, user_id, patterns, found_in)
+    last = await session.scalar(select(func.max(batch.c.id)))
+    if last is None:
+        return None, 0
+    scope = "user_id = :user_id AND id > :after AND id <= :last"
+    args: dict[str, object] = {"user_id": user_id, "after": after_id, "last": int(last)}
+    return int(last), await _redact(session, scope, args)
 
 
-async def _redact_rows_naming(
-    session: AsyncSession, user_id: int, patterns: Sequence[str], found_in: Callable[[str], bool]
-) -> int:
+async def reply_reads(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> list[tuple[int, str]]:
+    """(ledger id, trigger) of the reply prompts that read the person's memories and found
+    some, oldest first: the turns whose replies held them."""
     rows = await session.execute(
-        select(MemoryLog.id, MemoryLog.before, MemoryLog.after).where(
-            MemoryLog.user_id != user_id,
-            MemoryLog.action != "read",
-            func.concat(MemoryLog.before.cast(Text), MemoryLog.after.cast(Text)).ilike(
-                any_(literal(list(patterns), ARRAY(Text)))
-            ),
+        select(MemoryLog.id, MemoryLog.trigger)
+        .where(
+            MemoryLog.user_id == user_id,
+            MemoryLog.trigger.is_not(None),
+            MemoryLog.actor == "reply",
+            MemoryLog.action == "read",
+            MemoryLog.id > after_id,
+            func.jsonb_array_length(func.coalesce(MemoryLog.after, literal([], JSONB))) > 0,
         )
+        .order_by(MemoryLog.id)
+        .limit(limit)
     )
-    ids = [
-        row_id
-        for row_id, before, after in rows
-        if found_in(json.dumps([before, after], ensure_ascii=False))
-    ]
-    if ids:
-        marker = dict(REDACTED)
-        await session.execute(
-            update(MemoryLog)
-            .where(MemoryLog.id.in_(ids))
-            .values(
-                before=case((MemoryLog.before.is_(None), None), else_=literal(marker, JSONB)),
-                after=case((MemoryLog.after.is_(None), None), else_=literal(marker, JSONB)),
-            )
+    return [(int(i), str(t)) for i, t in rows.tuples()]
+
+
+async def learned_from(session: AsyncSession, message_ids: Collection[int]) -> list[int]:
+    """The memories learned from these messages (their recorded sources)."""
+    if not message_ids:
+        return []
+    rows = await session.scalars(
+        select(MemorySource.memory_id)
+        .where(MemorySource.message_id == any_array(message_ids))
+        .distinct()
+    )
+    return list(rows)
+
+
+async def replace_mentions(
+    session: AsyncSession, memory_ids: Collection[int], user_id: int, token: str, why: Why
+) -> int:
+    """In these memories (someone else's, learned from a message that mentioned the erased
+    person), the mention is replaced by ``token``, in the text and in its ledger history;
+    each change logged. Nothing else of the text changes."""
+    pattern = mention_pattern(user_id)
+    owners = await session.scalars(
+        select(Memory.user_id).where(Memory.id == any_array(memory_ids)).distinct()
+    )
+    await lock_owners(session, owners)
+    rows = await session.scalars(
+        _fresh(Memory.id == any_array(memory_ids), Memory.content.regexp_match(pattern))
+        .order_by(Memory.id)
+        .with_for_update()
+    )
+    changed = 0
+    for row in rows:
+        row_after = await session.scalar(
+            update(Memory)
+            .where(Memory.id == row.id)
+            .values(content=func.regexp_replace(Memory.content, pattern, token, "g"))
+            .returning(Memory)
+            .execution_options(populate_existing=True)
         )
-    return len(ids)
+        assert row_after is not None
+        await session.execute(
+            _REPLACE_IN_HISTORY, {"id": row.id, "pattern": pattern, "token": token}
+        )
+        after = _record(row_after)
+        # The text before held the mention: the row says a change happened, not from what.
+        await _log(session, why, "update", after.user_id, after.id, dict(REDACTED), encode(after))
+        changed += 1
+    return changed
+
+
+_REPLACE_IN_HISTORY = text(
+    """
+    UPDATE memory_log SET
+        before = CAST(regexp_replace(CAST(before AS text), :pattern, :token, 'g') AS jsonb),
+        after = CAST(regexp_replace(CAST(after AS text), :pattern, :token, 'g') AS jsonb)
+    WHERE memory_id = :id AND action <> 'read'
+    """
+)
 
 
 async def record_erasure(session: AsyncSession, user_id: int, why: Why, receipt: Any) -> None:
     """The erasure's receipt row: counts only, keyed by the person's id."""
     await _log(session, why, "delete", user_id, None, None, receipt)
-
-
-async def erased_since(session: AsyncSession, user_id: int, since: datetime, actor: str) -> bool:
-    """True when the person was erased (a receipt row by ``actor``) at or after ``since``."""
-    query = select(
-        exists().where(
-            MemoryLog.user_id == user_id,
-            MemoryLog.actor == actor,
-            MemoryLog.action == "delete",
-            MemoryLog.memory_id.is_(None),
-            MemoryLog.created_at >= since,
-        )
-    )
-    return bool((await session.execute(query)).scalar_one())
 
 
 async def erased_users(session: AsyncSession, actor: str) -> set[int]:

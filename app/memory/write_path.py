@@ -27,13 +27,13 @@ from app.memory.prompts import (
     writer_system,
 )
 from app.memory.records import MemoryRecord, SourceMessage, Why
+from app.privacy import register
 from app.services import Services
 
 logger = logging.getLogger(__name__)
 
 WRITER_MAX_TOKENS = 300
 ERASURE_MARGIN = timedelta(seconds=5)
-ERASURE_ACTOR = "forgetme"
 
 
 @dataclass
@@ -77,8 +77,9 @@ async def run_write_path(
     speaker = exchange.speaker_id
     if trigger is not None and await _already_applied(services.sessions, speaker, trigger):
         return WriteOutcome(stopped="already_applied")
-    # Consent: nothing new is learned about a paused person, not even whether it is worth it.
-    if await _paused(services.sessions, speaker):
+    # Consent: nothing new is learned about a paused person (or one being erased), not even
+    # whether it is worth it.
+    if await _paused(services.sessions, speaker, read_at):
         return WriteOutcome(stopped="paused")
     worth = await services.decider.probability(
         Question.WORTH_KEEPING, worth_keeping_prompt(exchange)
@@ -101,8 +102,10 @@ async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str)
         return await store.trigger_applied(session, user_id=speaker, trigger=trigger)
 
 
-async def _paused(sessions: SessionFactory, speaker: int) -> bool:
-    async with sessions() as session:
+async def _paused(sessions: SessionFactory, speaker: int, since: datetime) -> bool:
+    async with sessions() as session, session.begin():
+        if await register.blocked(session, [speaker], since=since):
+            return True
         return await consent.paused_since(session, speaker) is not None
 
 
@@ -219,14 +222,15 @@ async def _apply(
         return outcome
     speaker, place, sources = exchange.speaker_id, exchange.place, _sources(exchange)
     async with unit_of_work(sessions) as session:
+        # The erasure guard first (the one lock order), then the person's memory lock.
+        if await register.blocked(session, [speaker], since=read_at):
+            outcome.stopped = "erased"
+            return outcome
         await store.lock_owners(session, [speaker])
         if why.trigger is not None and await store.trigger_applied(
             session, user_id=speaker, trigger=why.trigger
         ):
             outcome.stopped = "already_applied"
-            return outcome
-        if await store.erased_since(session, speaker, read_at, ERASURE_ACTOR):
-            outcome.stopped = "erased"
             return outcome
         if await consent.paused_since(session, speaker) is not None:
             outcome.stopped = "paused"  # paused while the models were being asked

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Index, Integer, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, CreatedAt, Json, Timestamp
+from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
 
 
 class InboxEvent(Base):
@@ -21,6 +21,11 @@ class InboxEvent(Base):
     next_attempt_at: Mapped[Timestamp | None]
     last_error: Mapped[str | None] = mapped_column(Text)  # the exception's type name only
     dead_at: Mapped[Timestamp | None]
+    # Who and what the frame is about (from its data, at the webhook): an erasure finds a
+    # person's frames by identity, never by searching their text.
+    author_id: Mapped[Snowflake | None]
+    channel_id: Mapped[Snowflake | None]
+    message_id: Mapped[Snowflake | None]
 
     __table_args__ = (
         Index("ix_inbox_pending", "received_at", postgresql_where=text("handled_at IS NULL")),
@@ -30,6 +35,9 @@ class InboxEvent(Base):
             "dead_at",
             postgresql_where=text("dead_at IS NOT NULL AND handled_at IS NULL"),
         ),
+        Index("ix_inbox_author", "author_id", postgresql_where=text("author_id IS NOT NULL")),
+        Index("ix_inbox_channel", "channel_id", postgresql_where=text("channel_id IS NOT NULL")),
+        Index("ix_inbox_message", "message_id", postgresql_where=text("message_id IS NOT NULL")),
     )
 
 

@@ -83,7 +83,7 @@ class MemoryLog(Base):
         CheckConstraint(_one_of("actor", ACTORS), name="actor"),
         CheckConstraint(_one_of("action", ACTIONS), name="action"),
         Index("ix_memory_log_run", "run_id", "id"),
-        Index("ix_memory_log_user", "user_id"),
+        Index("ix_memory_log_user", "user_id", "id"),
         Index("ix_memory_log_memory", "memory_id"),
         # The write path's "already applied?" check looks up a person's rows by trigger.
         Index(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Index, Text, text
+from sqlalchemy import BigInteger, Boolean, Index, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, Snowflake, Timestamp
+from app.models.base import Base, CreatedAt, Snowflake, Timestamp
 
 
 class Message(Base):
@@ -19,6 +20,10 @@ class Message(Base):
     is_bot: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     content: Mapped[str] = mapped_column(Text)
     reply_to_id: Mapped[Snowflake | None]
+    # The people the text mentions (`<@id>`), so an erasure finds them by identity.
+    mention_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'::bigint[]")
+    )
     created_at: Mapped[Timestamp]
     edited_at: Mapped[Timestamp | None]
     deleted_at: Mapped[Timestamp | None]
@@ -26,5 +31,35 @@ class Message(Base):
     __table_args__ = (
         Index("ix_messages_channel_recent", "channel_id", text("created_at DESC")),
         Index("ix_messages_created_at", "created_at"),
-        Index("ix_messages_author_id", "author_id"),
+        Index("ix_messages_author_id", "author_id", "id"),
+        Index(
+            "ix_messages_reply_to", "reply_to_id", postgresql_where=text("reply_to_id IS NOT NULL")
+        ),
+        Index("ix_messages_mentions", "mention_ids", postgresql_using="gin"),
+        # Whether a display name is one person's alone (an erasure's name rule).
+        Index("ix_messages_author_name", text("lower(author_name)")),
+    )
+
+
+class MessageTombstone(Base):
+    """A delete or an edit that arrived before its message: applied when the message is
+    logged, forgotten with the de-duplication window (seven days)."""
+
+    __tablename__ = "message_tombstones"
+
+    message_id: Mapped[Snowflake] = mapped_column(primary_key=True, autoincrement=False)
+    channel_id: Mapped[Snowflake]
+    author_id: Mapped[Snowflake | None]  # when the edit named it
+    content: Mapped[str | None] = mapped_column(Text)  # the newest edit's text
+    edited_at: Mapped[Timestamp | None]
+    deleted_at: Mapped[Timestamp | None]
+    received_at: Mapped[CreatedAt]
+
+    __table_args__ = (
+        Index("ix_message_tombstones_received", "received_at"),
+        Index(
+            "ix_message_tombstones_author",
+            "author_id",
+            postgresql_where=text("author_id IS NOT NULL"),
+        ),
     )

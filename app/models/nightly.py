@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 
 from sqlalchemy import BigInteger, Date, ForeignKey, Identity, Index, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, CreatedAt, Json, Timestamp
@@ -19,6 +20,9 @@ class NightlyRun(Base):
     window_start: Mapped[Timestamp | None]
     window_end: Mapped[Timestamp | None]
     diary: Mapped[str | None] = mapped_column(Text)
+    # Provenance: the authors of the messages the diary was written from (NULL: before it
+    # was recorded).
+    diary_user_ids: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     summary: Mapped[Json] = mapped_column(server_default=text("'{}'::jsonb"), nullable=False)
     started_at: Mapped[CreatedAt]
     finished_at: Mapped[Timestamp | None]
@@ -44,6 +48,9 @@ class StyleOverride(Base):
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
     content: Mapped[str] = mapped_column(Text)
+    # Provenance: whose feedback (and whose conversations the rated bot messages answered)
+    # the revision was made from; NULL: before it was recorded.
+    source_user_ids: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     run_id: Mapped[int | None] = mapped_column(
         BigInteger, ForeignKey("nightly_runs.id", ondelete="SET NULL")
     )

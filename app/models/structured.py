@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import BigInteger, CheckConstraint, Identity, Index, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, CreatedAt, Snowflake, Timestamp
@@ -30,6 +31,8 @@ class Observation(Base):
             postgresql_where=text("consumed_at IS NULL"),
         ),
         Index("ix_observations_user_id", "user_id"),
+        Index("ix_observations_message", "message_id"),
+        Index("ix_observations_channel", "channel_id"),
     )
 
 
@@ -40,9 +43,15 @@ class Episode(Base):
     channel_id: Mapped[Snowflake]
     guild_id: Mapped[Snowflake | None]
     content: Mapped[str] = mapped_column(Text)
+    # Provenance: everyone whose words or activity the episode was made from (its previous
+    # episode's included). NULL: made before provenance was recorded.
+    source_user_ids: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     created_at: Mapped[CreatedAt]
 
-    __table_args__ = (Index("ix_episodes_channel_recent", "channel_id", text("created_at DESC")),)
+    __table_args__ = (
+        Index("ix_episodes_channel_recent", "channel_id", text("created_at DESC")),
+        Index("ix_episodes_sources", "source_user_ids", postgresql_using="gin"),
+    )
 
 
 class Pin(Base):
@@ -64,4 +73,5 @@ class Pin(Base):
             name="scope_channel",
         ),
         Index("ix_pins_channel", "channel_id"),
+        Index("ix_pins_created_by", "created_by"),
     )

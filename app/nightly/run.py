@@ -27,6 +27,7 @@ from app.kit.spend import Spend, spend_scope
 from app.memory import runs, store
 from app.memory.decay import DECAY_REASON
 from app.nightly.steps import RunView, StepResult, run_step
+from app.privacy import register
 from app.services import Services
 from app.structured.retention import ACTOR as RETENTION_ACTOR
 from app.structured.retention import REASON as RETENTION_REASON
@@ -212,12 +213,23 @@ async def _record(sessions: SessionFactory, run_id: int, result: StepResult, spe
         summary.update(await run_changes(session, run_id))
         values: dict[str, Any] = {"summary": summary}
         if result.diary is not None:
-            values["diary"] = result.diary
+            values.update(await _diary(session, result, summary))
         if result.next is None:
             values.update(status="finished", finished_at=utcnow())
         await runs.save(session, run_id, **values)
     if result.next is None:
         report_run("finished", summary)
+
+
+async def _diary(
+    session: AsyncSession, result: StepResult, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """The diary and its recorded inputs, unless one of its authors is being erased since
+    their messages were read (then it is withheld, and the summary says so)."""
+    if await register.blocked(session, result.diary_sources, since=result.read_at):
+        summary["errors"] = [*summary["errors"], "diary: withheld, a source was erased"]
+        return {}
+    return {"diary": result.diary, "diary_user_ids": result.diary_sources}
 
 
 async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend) -> None:

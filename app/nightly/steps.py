@@ -21,11 +21,13 @@ from app.channel.log import LoggedMessage, line_of
 from app.chat.base import ChatFailed
 from app.commands.parser import parse_command
 from app.db import unit_of_work
+from app.kit.clock import utcnow
 from app.memory import consent, runs
 from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
 from app.memory.write_path import run_write_path
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
 from app.nightly.style import SIGNAL_CAP, current_style, revise_style
+from app.privacy import register
 from app.services import Services
 from app.structured.retention import purge_expired
 
@@ -52,6 +54,9 @@ class StepResult:
     errors: list[str] = field(default_factory=list)
     progress: dict[str, Any] = field(default_factory=dict)
     diary: str | None = None
+    # Provenance of the diary: the authors it was written from, and when they were read.
+    diary_sources: list[int] = field(default_factory=list)
+    read_at: datetime | None = None
 
 
 def parse_step(step: str) -> tuple[str, int]:
@@ -267,6 +272,7 @@ async def decay(services: Services, run: RunView, batch: int) -> StepResult:
 
 
 async def diary(services: Services, run: RunView) -> StepResult:
+    read_at = utcnow()
     async with services.sessions() as session:
         rows = await channel_log.last_messages(
             session, start=run.window_start, end=run.window_end, limit=DIARY_MESSAGES
@@ -279,10 +285,12 @@ async def diary(services: Services, run: RunView) -> StepResult:
             text = await write_diary(services.chat, lines)
     except (ChatFailed, TimeoutError):
         return StepResult(next="style", errors=["diary: the chat model gave no diary"])
-    return StepResult(next="style", diary=text)
+    authors = sorted({m.author_id for m in rows if not m.is_bot})
+    return StepResult(next="style", diary=text, diary_sources=authors, read_at=read_at)
 
 
 async def style(services: Services, run: RunView) -> StepResult:
+    read_at = utcnow()
     async with services.sessions() as session:
         done = await runs.style_of_runs(session, [run.id])
         feedback = await signals.window_signals(
@@ -296,6 +304,9 @@ async def style(services: Services, run: RunView) -> StepResult:
             revised = await revise_style(services.chat, current, feedback)
     except (ChatFailed, TimeoutError):
         return StepResult(next="finish", errors=["style: the chat model gave no revision"])
+    sources = set().union(*(signal.people for signal in feedback)) - {services.bot_user_id}
     async with unit_of_work(services.sessions) as session:
-        await runs.add_style(session, content=revised, run_id=run.id)
+        if await register.blocked(session, sources, since=read_at):
+            return StepResult(next="finish", errors=["style: withheld, a source was erased"])
+        await runs.add_style(session, content=revised, run_id=run.id, sources=sources)
     return StepResult(next="finish")

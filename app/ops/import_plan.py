@@ -10,6 +10,7 @@ from datetime import date, datetime
 from functools import partial
 from typing import TypeVar
 
+from app.inbound.frames import mentions_in
 from app.ops.legacy import (
     TABLES,
     ImportFailed,
@@ -21,7 +22,7 @@ from app.ops.legacy import (
     LegacyRun,
     LegacySignal,
 )
-from app.privacy.traces import erasure_names, mentions_any
+from app.privacy.identity import names_any, names_theirs_alone
 
 T = TypeVar("T")
 
@@ -140,7 +141,11 @@ def _skip_log(existing: Existing, row: LegacyLogRow) -> str | None:
 def _skip_episode(existing: Existing, names: list[str], episode: LegacyEpisode) -> str | None:
     if (episode.channel_id, episode.content) in existing.episodes:
         return PRESENT
-    return MENTIONS_ERASED if names and mentions_any(episode.content, names) else None
+    if mentions_in(episode.content) & existing.erased_users or (
+        names and names_any(episode.content, names)
+    ):
+        return MENTIONS_ERASED
+    return None
 
 
 def _keep(
@@ -173,10 +178,12 @@ def _plan_runs(plan: Plan, runs: Sequence[LegacyRun], existing: Existing) -> Non
 
 
 def _erased_names(messages: Sequence[LegacyMessage], erased: set[int]) -> list[str]:
+    """The erased people's names as MEM-09 counts them: ones no other author used."""
     names: list[str] = []
     for user_id in sorted(erased):
         said = {m.author_name for m in messages if m.author_id == user_id}
-        names.extend(erasure_names(user_id, said))
+        others = {m.author_name for m in messages if m.author_id != user_id}
+        names.extend(names_theirs_alone(said, others))
     return names
 
 

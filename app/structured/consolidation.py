@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from app.channel import log as channel_log
 from app.channel.exchange import Exchange, Line, Place, build_exchange
@@ -29,6 +30,7 @@ from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
 from app.memory import consent
 from app.memory.write_path import WriteOutcome, run_write_path
+from app.privacy import register
 from app.services import Services
 from app.structured import episodes, observations
 from app.structured.observations import Kind, ObservationRecord
@@ -57,7 +59,8 @@ def job_id(channel_id: int) -> str:
 
 @dataclass
 class ConsolidationOutcome:
-    """``status``: done, busy (another run holds the lock), memory_off, nothing, model_failed."""
+    """``status``: done, busy (another run holds the lock), memory_off, nothing, model_failed,
+    erased (someone it was made from is being erased)."""
 
     status: str
     episode_id: int | None = None
@@ -144,10 +147,21 @@ class Batch:
     names: dict[int, str]
     previous: str | None
     read: list[Seen]  # everything read: all of it is consumed
+    read_at: datetime
+    previous_sources: frozenset[int] = frozenset()
 
     @property
     def ids(self) -> list[int]:
         return [s.id for s in self.read]
+
+    @property
+    def sources(self) -> set[int]:
+        """Provenance: everyone whose words or acts the episode is made from (the previous
+        episode's sources carried over with its text)."""
+        people = {s.user_id for s in self.seen} | {
+            s.target_author for s in self.seen if s.target_author is not None
+        }
+        return (people | self.previous_sources) - {observations.UNKNOWN_USER}
 
 
 async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutcome:
@@ -165,9 +179,19 @@ async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutc
     exchanges = author_exchanges(batch, bot_user_id=services.bot_user_id)
     await _feed_authors(services, batch, exchanges, outcome)
     guild_id = batch.place.guild_id if batch.place is not None else None
+    sources = batch.sources - {services.bot_user_id}
     async with unit_of_work(services.sessions) as session:
+        if await register.blocked(session, sources, since=batch.read_at):
+            # Someone it was made from is being erased: nothing is kept, nothing consumed;
+            # the next trigger reads the batch again without them.
+            return ConsolidationOutcome("erased", errors=["a source was erased meanwhile"])
         outcome.episode_id = await episodes.add_episode(
-            session, channel_id, summary, services.settings.memory_episodes_per_channel, guild_id
+            session,
+            channel_id,
+            summary,
+            services.settings.memory_episodes_per_channel,
+            guild_id,
+            sources=sources,
         )
         outcome.consumed = await observations.mark_consumed(session, batch.ids)
     return outcome
@@ -176,6 +200,7 @@ async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutc
 async def _read_batch(services: Services, channel_id: int) -> Batch:
     """The batch as the run may use it: nothing of a person who paused learning (or is out of
     the learning scope) enters the episode or the write path, though the batch consumes it."""
+    read_at = utcnow()
     async with services.sessions() as session:
         rows = await observations.unconsumed(session, channel_id, MAX_OBSERVATIONS)
         message_ids = {r.message_id for r in rows if r.message_id is not None}
@@ -190,7 +215,17 @@ async def _read_batch(services: Services, channel_id: int) -> Batch:
     keep = learnable | {services.bot_user_id, observations.UNKNOWN_USER}
     seen = [_see(r, messages) for r in rows]
     usable = [s for s in seen if s.user_id in keep and s.target_author in (None, *keep)]
-    return Batch(channel_id, place, usable, names, previous[0].content if previous else None, seen)
+    last = previous[0] if previous else None
+    return Batch(
+        channel_id,
+        place,
+        usable,
+        names,
+        last.content if last is not None else None,
+        seen,
+        read_at,
+        (last.source_user_ids or frozenset()) if last is not None else frozenset(),
+    )
 
 
 def _see(row: ObservationRecord, messages: Mapping[int, LoggedMessage]) -> Seen:

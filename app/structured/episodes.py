@@ -12,7 +12,7 @@ from sqlalchemy import UnaryExpression, delete, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.sql import any_array
+from app.kit.sql import any_array, replace_mentions_in
 from app.models.structured import Episode
 
 
@@ -22,10 +22,12 @@ class EpisodeRecord:
     channel_id: int
     content: str
     created_at: datetime
+    source_user_ids: frozenset[int] | None = None  # None: made before provenance
 
 
 def _record(row: Episode) -> EpisodeRecord:
-    return EpisodeRecord(row.id, row.channel_id, row.content, row.created_at)
+    sources = frozenset(row.source_user_ids) if row.source_user_ids is not None else None
+    return EpisodeRecord(row.id, row.channel_id, row.content, row.created_at, sources)
 
 
 def _newest_first() -> tuple[UnaryExpression[Any], ...]:
@@ -34,11 +36,22 @@ def _newest_first() -> tuple[UnaryExpression[Any], ...]:
 
 
 async def add_episode(
-    session: AsyncSession, channel_id: int, content: str, cap: int, guild_id: int | None = None
+    session: AsyncSession,
+    channel_id: int,
+    content: str,
+    cap: int,
+    guild_id: int | None = None,
+    *,
+    sources: Collection[int],
 ) -> int:
-    """Insert an episode and drop the channel's oldest beyond ``cap`` (the new one stays);
-    the new episode's id."""
-    episode = Episode(channel_id=channel_id, guild_id=guild_id, content=content)
+    """Insert an episode made from ``sources``' words (provenance) and drop the channel's
+    oldest beyond ``cap`` (the new one stays); the new episode's id."""
+    episode = Episode(
+        channel_id=channel_id,
+        guild_id=guild_id,
+        content=content,
+        source_user_ids=sorted(set(sources)),
+    )
     session.add(episode)
     await session.flush()
     await drop_beyond_cap(session, channel_id, cap)
@@ -74,15 +87,42 @@ async def recent_episodes(
     return [_record(row) for row in await session.scalars(query)]
 
 
+async def delete_made_from(session: AsyncSession, user_id: int) -> int:
+    """Delete the episodes whose recorded inputs include the person (an erasure)."""
+    result = await session.execute(
+        delete(Episode).where(Episode.source_user_ids.contains([user_id])).returning(Episode.id)
+    )
+    return len(result.all())
+
+
+async def delete_legacy_in(session: AsyncSession, channel_ids: Collection[int]) -> int:
+    """Delete the episodes made before provenance in these channels (an erasure's
+    conservative rule: the person spoke there, so they may hold the person's words)."""
+    if not channel_ids:
+        return 0
+    result = await session.execute(
+        delete(Episode)
+        .where(Episode.source_user_ids.is_(None), Episode.channel_id == any_array(channel_ids))
+        .returning(Episode.id)
+    )
+    return len(result.all())
+
+
 async def delete_where(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
-    """Delete the episodes whose text ``doomed`` picks (an erasure). Episodes are capped per
-    channel, so reading them all is bounded by the number of channels."""
+    """Delete the episodes whose text ``doomed`` picks (MEM-09: one naming the person by a
+    name that is theirs alone). Episodes are capped per channel, so reading them all is
+    bounded by the number of channels."""
     rows = (await session.execute(select(Episode.id, Episode.content))).all()
     ids = [episode_id for episode_id, content in rows if doomed(content)]
     if not ids:
         return 0
     result = await session.execute(delete(Episode).where(Episode.id.in_(ids)).returning(Episode.id))
     return len(result.all())
+
+
+async def replace_mentions(session: AsyncSession, user_id: int, token: str) -> int:
+    """Replace the person's mentions in every episode (a capped table)."""
+    return await replace_mentions_in(session, Episode.content, user_id, token)
 
 
 async def existing(session: AsyncSession, channel_ids: Collection[int]) -> set[tuple[int, str]]:

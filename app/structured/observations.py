@@ -6,7 +6,7 @@ row filed under someone else (what MEM-09's erasure relies on)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -25,7 +25,7 @@ from app.inbound.frames import (
     ReactionRemoveAll,
     ReactionRemoveEmoji,
 )
-from app.kit.sql import rewrite_matching
+from app.kit.sql import any_array, replace_mentions_in
 from app.models.structured import Observation
 
 EXCERPT_CHARS = 200
@@ -279,45 +279,44 @@ async def mark_consumed(session: AsyncSession, ids: Sequence[int]) -> int:
     return len(result.scalars().all())
 
 
-async def delete_by_user(session: AsyncSession, user_id: int) -> int:
-    """Every observation filed under the person (an erasure)."""
+async def delete_by_user(session: AsyncSession, user_id: int, *, limit: int) -> int:
+    """Up to ``limit`` of the observations filed under the person (an erasure, in batches)."""
+    batch = select(Observation.id).where(Observation.user_id == user_id).limit(limit)
     result = await session.execute(
-        delete(Observation).where(Observation.user_id == user_id).returning(Observation.id)
+        delete(Observation).where(Observation.id.in_(batch)).returning(Observation.id)
     )
     return len(result.all())
 
 
 async def delete_of_messages(session: AsyncSession, message_ids: Collection[int]) -> int:
-    """Every observation of these messages (the bot's answers to an erased person)."""
+    """Every observation of these messages (the bot's answers an erasure blanks)."""
     if not message_ids:
         return 0
     result = await session.execute(
         delete(Observation)
-        .where(Observation.message_id.in_(list(message_ids)))
+        .where(Observation.message_id == any_array(message_ids))
         .returning(Observation.id)
     )
     return len(result.all())
 
 
 async def delete_in_channels(session: AsyncSession, channel_ids: Collection[int]) -> int:
+    """Every observation in these channels (a person's DMs with the bot)."""
     if not channel_ids:
         return 0
     result = await session.execute(
         delete(Observation)
-        .where(Observation.channel_id.in_(list(channel_ids)))
+        .where(Observation.channel_id == any_array(channel_ids))
         .returning(Observation.id)
     )
     return len(result.all())
 
 
-async def scrub(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
+async def replace_mentions(
+    session: AsyncSession, message_ids: Collection[int], user_id: int, token: str
 ) -> int:
-    return await rewrite_matching(
-        session,
-        table="observations",
-        key="id",
-        column="content",
-        patterns=patterns,
-        rewrite=rewrite,
-    )
+    """Replace the person's mentions in the excerpts of these messages' observations."""
+    if not message_ids:
+        return 0
+    where = Observation.message_id == any_array(message_ids)
+    return await replace_mentions_in(session, Observation.content, user_id, token, where)

@@ -4,14 +4,13 @@ Thin queries; the staff commands decide who may call them, recall reads them int
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.sql import rewrite_matching
+from app.kit.sql import replace_mentions_in
 from app.models.structured import Pin
 
 Scope = Literal["channel", "global"]
@@ -77,9 +76,12 @@ async def pinned_facts(session: AsyncSession, channel_id: int) -> list[str]:
     return list((await session.scalars(query)).all())
 
 
-async def scrub(
-    session: AsyncSession, patterns: Sequence[str], rewrite: Callable[[str], str]
-) -> int:
-    return await rewrite_matching(
-        session, table="pins", key="id", column="content", patterns=patterns, rewrite=rewrite
-    )
+async def delete_by_creator(session: AsyncSession, user_id: int) -> int:
+    """Delete the pins the person wrote (an erasure: their words)."""
+    result = await session.execute(delete(Pin).where(Pin.created_by == user_id).returning(Pin.id))
+    return len(result.all())
+
+
+async def replace_mentions(session: AsyncSession, user_id: int, token: str) -> int:
+    """Replace the person's mentions in other pins (a small table)."""
+    return await replace_mentions_in(session, Pin.content, user_id, token)

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.channel.exchange import Place
 from app.config import RecallScope, Settings
 from app.memory.recall import recall_for_prompt, render_memory_block
+from app.memory.records import turn_trigger
 from app.structured.episodes import recent_episodes
 from app.structured.pins import pinned_facts
 
@@ -25,6 +26,7 @@ MAX_PARTICIPANTS = 8
 class PromptMemory:
     channel_summary: str | None
     memory_block: str | None
+    owners: frozenset[int] = frozenset()  # whose memories the block holds
 
 
 def recall_user_ids(
@@ -52,6 +54,7 @@ async def prompt_memory(
     speaker_id: int,
     names: Mapping[int, str],
     participant_ids: Sequence[int],
+    event_id: str | None = None,
 ) -> PromptMemory:
     """Read (and log, in the caller's transaction) what the reply prompt may remember.
 
@@ -68,12 +71,16 @@ async def prompt_memory(
         bot_user_id=settings.discord_bot_user_id,
     )
     pins = await pinned_facts(session, channel_id)
-    memories = await recall_for_prompt(session, user_ids=user_ids, place=place, actor="reply")
+    trigger = turn_trigger(event_id) if event_id is not None else None
+    memories = await recall_for_prompt(
+        session, user_ids=user_ids, place=place, actor="reply", trigger=trigger
+    )
     blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
     episodes = [e.content for e in await recent_episodes(session, channel_id, SUMMARY_EPISODES)]
     return PromptMemory(
         channel_summary=render_summary(episodes),
         memory_block="\n\n".join(blocks) if blocks else None,
+        owners=frozenset(m.user_id for m in memories),
     )
 
 

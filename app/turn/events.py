@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -12,6 +13,7 @@ from app.channel import signals
 from app.db import unit_of_work
 from app.inbound import inbox
 from app.inbound.frames import (
+    IGNORED,
     Event,
     EventData,
     EventType,
@@ -25,8 +27,11 @@ from app.inbound.frames import (
 )
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
+from app.privacy import register
+from app.privacy.identity import is_stub, without_reference_to
 from app.services import Services
 from app.structured import consolidation, observations
+from app.turn.attempt import Attempt
 from app.turn.pipeline import run_turn
 
 log = logging.getLogger(__name__)
@@ -43,10 +48,11 @@ async def handle_event(services: Services, event_id: str, *, deadline: float | N
     if claimed is None:
         return
     try:
-        parsed = parse_dispatch(claimed.payload)
+        parsed = IGNORED if is_stub(claimed.payload) else parse_dispatch(claimed.payload)
         with _event_context(parsed, event_id):
-            if isinstance(parsed, Event):
-                await _route(services, parsed, event_id, deadline, last_attempt=claimed.last)
+            if isinstance(parsed, Event) and await _may_run(services, parsed, claimed):
+                attempt = Attempt(event_id, _since(parsed, claimed), deadline, claimed.last)
+                await _route(services, parsed, attempt)
             async with unit_of_work(services.sessions) as session:
                 await inbox.mark_handled(session, event_id)
     except Exception as exc:
@@ -97,20 +103,47 @@ def _event_context(parsed: Event | Ignored, event_id: str) -> AbstractContextMan
     )
 
 
-async def _route(
-    services: Services,
-    event: Event,
-    event_id: str,
-    deadline: float | None,
-    *,
-    last_attempt: bool,
-) -> None:
+def _since(event: Event, claimed: inbox.Claimed) -> datetime:
+    """When the event began for us: recorded, or (a message) said, whichever was first."""
+    if isinstance(event.data, MessageCreate):
+        return min(claimed.received_at, event.data.timestamp)
+    return claimed.received_at
+
+
+async def _may_run(services: Services, event: Event, claimed: inbox.Claimed) -> bool:
+    """False for an event of a person whose erasure began after it (a retry, a replay): it
+    is closed unrun. A frame quoting a message of a person since erased (the bot's echo of a
+    reply to them, say) keeps only the quote's ids."""
+    author = event.author_id
+    async with unit_of_work(services.sessions) as session:
+        since = _since(event, claimed)
+        if author is not None and await register.blocked(session, [author], since=since):
+            log.info("event closed unrun: its author is being or was erased")
+            return False
+        await _forget_erased_quote(session, event, claimed.received_at)
+    return True
+
+
+async def _forget_erased_quote(session: AsyncSession, event: Event, received_at: datetime) -> None:
+    data = event.data
+    quoted = data.referenced_message if isinstance(data, MessageCreate) else None
+    if quoted is None or quoted.author is None or quoted.author.id == event.author_id:
+        return
+    whose = quoted.author.id
+    if await register.blocked(session, [whose], since=quoted.timestamp or received_at):
+        await inbox.rewrite_frames(
+            session, [event.dedupe_id], lambda frame: without_reference_to(frame, whose)
+        )
+
+
+async def _route(services: Services, event: Event, attempt: Attempt) -> None:
     """Messages are turns; edits, deletes and reactions update the log, the signals and the
     MEM-01 observations in one transaction, then may trigger a consolidation."""
     data = event.data
     if isinstance(data, MessageCreate):
-        await run_turn(services, data, event_id, deadline=deadline, last_attempt=last_attempt)
+        await run_turn(services, data, attempt)
         return
+    event_id = attempt.event_id
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
         match data:
@@ -122,7 +155,7 @@ async def _route(
                 await observations.observe_deletes(
                     session, data.channel_id, data.guild_id, ids, event_id, active=active
                 )
-                await channel_log.mark_deleted(session, ids, utcnow())
+                await channel_log.mark_deleted(session, ids, utcnow(), channel_id=data.channel_id)
             case _:
                 await record_reaction(session, data, services.bot_user_id)
                 await observations.observe_reaction(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from app.channel.exchange import Place
 from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
 from app.commands.dispatch import handle_command, is_staff
-from app.commands.parser import parse_command
+from app.commands.parser import Command, parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
 from app.discord.errors import DiscordError, DiscordUnavailable
@@ -32,9 +34,11 @@ from app.kit.clock import utcnow
 from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
 from app.persona import load_persona
+from app.privacy import register
 from app.services import Services
 from app.structured import consolidation, observations
 from app.structured.recall import PromptMemory, prompt_memory
+from app.turn.attempt import Attempt
 from app.turn.prompt import ChatLine, assemble_prompt, task_lines
 
 log = logging.getLogger(__name__)
@@ -68,59 +72,60 @@ class Reply:
     failed: bool
 
 
-async def run_turn(
-    services: Services,
-    message: MessageCreate,
-    event_id: str,
-    *,
-    deadline: float | None = None,
-    last_attempt: bool = True,
-) -> None:
-    """``deadline``: ``time.monotonic()`` when the hosting job is killed (None: no limit).
-    ``last_attempt``: no retry follows if this run fails, so a model outage gets an apology
-    now; before the last attempt it fails the run and the event's retry writes the reply."""
+class Erased(Exception):
+    """The speaker's erasure began after this turn did: the turn writes nothing more."""
+
+
+async def run_turn(services: Services, message: MessageCreate, attempt: Attempt) -> None:
+    """A model outage before ``attempt.last`` fails the run so the event's retry writes the
+    reply; on the last attempt it gets an apology now."""
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
-    await _steps(services, message, event_id, deadline, last_attempt)
+    try:
+        await _steps(services, message, attempt)
+    except Erased:
+        log.info("turn stopped: its author's erasure began meanwhile")
+        return _finish("erased")
     # Observations were added on the way (the message, the reply): checked off the reply's
     # path. A turn that fails is retried, and the retry checks again.
     await consolidation.enqueue_if_due(services, message.channel_id)
 
 
-async def _steps(
-    services: Services,
-    message: MessageCreate,
-    event_id: str,
-    deadline: float | None,
-    last_attempt: bool,
-) -> None:
-    command = parse_command(message.content, services.bot_user_id)
-    await log_message(services, message, event_id, observe=command is None)  # 3
+async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -> None:
+    logged = await log_message(services, message, attempt)  # 3
+    if logged is None:
+        return _finish("deleted")  # deleted before we got it: never context, never a turn
+    message, command = logged
     if command is not None:  # 4
-        await handle_command(services, command, message, event_id)
+        await handle_command(services, command, message, attempt.event_id)
         return _finish("command")
-    await detect_correction(services, message)  # 5
+    await detect_correction(services, message, attempt)  # 5
     if not is_addressed(message, services.bot_user_id):  # 6
         return _finish("not_addressed")
-    context = await load_context(services, message, event_id)  # 7
-    if await react(services, message, context, event_id):  # 8
+    context = await load_context(services, message, attempt.event_id)  # 7
+    if await react(services, message, context, attempt):  # 8
         return _finish("emoji_only")
     # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
     wants_task, memory = await asyncio.gather(
-        decide_task(services, message, context), recall(services, message, context)
+        decide_task(services, message, context), recall(services, message, context, attempt)
     )
-    reply = await respond(
-        services,
-        message,
-        context,
-        event_id,
-        wants_task,
-        memory,
-        deadline=deadline,
-        last_attempt=last_attempt,
-    )  # 10
-    await remember(services, message, reply, event_id)  # 11
+    reply = await respond(services, message, context, attempt, wants_task, memory)  # 10
+    await remember(services, message, reply, attempt.event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
+
+
+@asynccontextmanager
+async def writing(
+    services: Services, attempt: Attempt, speaker: int, others: Collection[int] = ()
+) -> AsyncIterator[tuple[Any, set[int]]]:
+    """A unit of work that writes about ``speaker`` (and ``others``): raises ``Erased`` when
+    the speaker's erasure began after the turn did, and yields the session with those of
+    ``others`` whom nothing may be written about any more."""
+    async with unit_of_work(services.sessions) as session:
+        erased = await register.blocked(session, {speaker, *others}, since=attempt.since)
+        if speaker in erased:
+            raise Erased
+        yield session, erased
 
 
 def _finish(outcome: str) -> None:
@@ -131,22 +136,30 @@ def _finish(outcome: str) -> None:
 
 
 async def log_message(
-    services: Services, message: MessageCreate, event_id: str, *, observe: bool
-) -> None:
-    """Append to the channel log; a non-command message is also a MEM-01 observation,
-    unless its author paused learning (their words then never reach consolidation)."""
-    active = observe and services.settings.memory_active
-    async with unit_of_work(services.sessions) as session:
-        await channel_log.log_message(session, message)
+    services: Services, message: MessageCreate, attempt: Attempt
+) -> tuple[MessageCreate, Command | None] | None:
+    """Append to the channel log; the message as logged (a delete or edit that came first is
+    applied: None when it was deleted) and its command. A non-command message is also a
+    MEM-01 observation, unless its author paused learning (their words then never reach
+    consolidation)."""
+    async with writing(services, attempt, message.author.id) as (session, _):
+        logged = await channel_log.log_message(session, message)
+        if logged.deleted:
+            return None
+        if logged.content != message.content:
+            message = message.model_copy(update={"content": logged.content})
+        command = parse_command(message.content, services.bot_user_id)
+        active = command is None and services.settings.memory_active
         if active and await consent.paused_since(session, message.author.id) is not None:
             active = False
-        await observations.observe_message(session, message, event_id, active=active)
+        await observations.observe_message(session, message, attempt.event_id, active=active)
+    return message, command
 
 
 # 5. Corrections -------------------------------------------------------------------------
 
 
-async def detect_correction(services: Services, message: MessageCreate) -> None:
+async def detect_correction(services: Services, message: MessageCreate, attempt: Attempt) -> None:
     """A reply to a bot message that Jev calls a correction becomes a signal."""
     target = await _bot_message_replied_to(services, message)
     if target is None or not message.content.strip():
@@ -155,7 +168,7 @@ async def detect_correction(services: Services, message: MessageCreate) -> None:
     prompt = f"Bot said:\n{said}\n\n{message.author_name} replied:\n{message.content}"
     if await services.decider.boolean(Question.IS_CORRECTION, prompt) is not True:
         return
-    async with unit_of_work(services.sessions) as session:
+    async with writing(services, attempt, message.author.id) as (session, _):
         await add_signal(
             session,
             message_id=target_id,
@@ -232,7 +245,7 @@ def _decision_prompt(message: MessageCreate, context: Context) -> str:
 
 
 async def react(
-    services: Services, message: MessageCreate, context: Context, event_id: str
+    services: Services, message: MessageCreate, context: Context, attempt: Attempt
 ) -> bool:
     """Add the acknowledgement reaction first; True when an emoji alone is enough."""
     decided = context.done.get(Step.REACT)
@@ -243,10 +256,10 @@ async def react(
             services.decider.boolean(Question.EMOJI_ENOUGH, prompt),
             services.decider.choice(Question.EMOJI_CHOICE, prompt, palette),
         )
-        async with unit_of_work(services.sessions) as session:
+        async with writing(services, attempt, message.author.id) as (session, _):
             decided = await steps.record(
                 session,
-                event_id,
+                attempt.event_id,
                 Step.REACT,
                 {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True},
             )
@@ -271,21 +284,24 @@ async def decide_task(services: Services, message: MessageCreate, context: Conte
 
 
 async def recall(
-    services: Services, message: MessageCreate, context: Context
+    services: Services, message: MessageCreate, context: Context, attempt: Attempt
 ) -> PromptMemory | None:
-    """The reply prompt's memory part (pins, memories, episodes); every read is logged.
-    None when an earlier run of this turn already fixed the reply text."""
+    """The reply prompt's memory part (pins, memories, episodes); every read is logged,
+    with the turn as its trigger. Nobody whose erasure is under way is recalled. None when
+    an earlier run of this turn already fixed the reply text."""
     if Step.REPLY_TEXT in context.done:
         return None
-    async with unit_of_work(services.sessions) as session:
+    speaker = message.author.id
+    async with writing(services, attempt, speaker, context.participant_ids) as (session, gone):
         return await prompt_memory(
             session,
             services.settings,
             channel_id=message.channel_id,
             place=Place(message.guild_id),
-            speaker_id=message.author.id,
-            names={**context.names, message.author.id: message.author_name},
-            participant_ids=context.participant_ids,
+            speaker_id=speaker,
+            names={**context.names, speaker: message.author_name},
+            participant_ids=[p for p in context.participant_ids if p not in gone],
+            event_id=attempt.event_id,
         )
 
 
@@ -293,12 +309,9 @@ async def respond(
     services: Services,
     message: MessageCreate,
     context: Context,
-    event_id: str,
+    attempt: Attempt,
     wants_task: bool,
     memory: PromptMemory | None,
-    *,
-    deadline: float | None = None,
-    last_attempt: bool = True,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
@@ -306,21 +319,33 @@ async def respond(
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
+        planned = await _fix_text(services, message, context, attempt, wants_task, memory)
+    return await _post(services, message, attempt, planned)
+
+
+async def _fix_text(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    attempt: Attempt,
+    wants_task: bool,
+    memory: PromptMemory,
+) -> dict[str, Any]:
+    """Compose and record the reply's text. A participant whose memories the prompt held
+    and whose erasure began meanwhile is left out: the text is composed once more without."""
+    for _ in range(2):
         text, failed = await _compose(
-            services,
-            message,
-            context,
-            memory,
-            event_id,
-            wants_task=wants_task,
-            deadline=deadline,
-            last_attempt=last_attempt,
+            services, message, context, memory, attempt, wants_task=wants_task
         )
-        async with unit_of_work(services.sessions) as session:
-            planned = await steps.record(
-                session, event_id, Step.REPLY_TEXT, {"text": text, "failed": failed}
-            )
-    return await _post(services, message, event_id, planned["text"], bool(planned["failed"]))
+        owners = sorted(memory.owners)
+        async with writing(services, attempt, message.author.id, owners) as (session, gone):
+            if not gone:
+                result = {"text": text, "failed": failed, "owners": [str(o) for o in owners]}
+                return await steps.record(session, attempt.event_id, Step.REPLY_TEXT, result)
+        recalled = await recall(services, message, context, attempt)
+        assert recalled is not None
+        memory = recalled
+    return {"text": APOLOGY, "failed": True, "owners": []}
 
 
 async def _compose(
@@ -328,20 +353,18 @@ async def _compose(
     message: MessageCreate,
     context: Context,
     memory: PromptMemory,
-    event_id: str,
+    attempt: Attempt,
     *,
     wants_task: bool,
-    deadline: float | None,
-    last_attempt: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
-        text = await run_task(services, message, context, event_id, deadline)
+        text = await run_task(services, message, context, attempt)
         if text:
             return text, False
     try:
         return await write_reply(services, context, memory), False
     except ChatFailed as exc:
-        if isinstance(exc, ChatUnavailable) and not last_attempt:
+        if isinstance(exc, ChatUnavailable) and not attempt.last:
             # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
             # apart) writes the real reply once the model is back.
             log.warning(
@@ -362,11 +385,7 @@ def task_budget(deadline: float | None, now: float, chat_timeout_s: float) -> fl
 
 
 async def run_task(
-    services: Services,
-    message: MessageCreate,
-    context: Context,
-    event_id: str,
-    deadline: float | None = None,
+    services: Services, message: MessageCreate, context: Context, attempt: Attempt
 ) -> str | None:
     """The text the task path posts: the agent's answer, or the polite refusal past the
     person's hourly limit; None to write the normal reply. The agent runs at most once per
@@ -381,12 +400,12 @@ async def run_task(
         log.warning("task interrupted on an earlier attempt; writing the normal reply")
         task_requests.labels(outcome="interrupted").inc()
         return None
-    budget_s = task_budget(deadline, time.monotonic(), services.settings.chat_timeout_s)
+    budget_s = task_budget(attempt.deadline, time.monotonic(), services.settings.chat_timeout_s)
     if budget_s is not None and budget_s <= 0:
         log.warning("no time left for the task agent", extra={"budget_s": budget_s})
         task_requests.labels(outcome="no_time").inc()
         return None
-    if not await _grant_task(services, message, event_id):
+    if not await _grant_task(services, message, attempt):
         return TASK_LIMITED
     request = TaskRequest(
         channel_id=message.channel_id,
@@ -395,21 +414,24 @@ async def run_task(
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
         requester_is_staff=is_staff(message, services.settings),
+        author_ids=frozenset({message.author.id, *context.participant_ids}),
+        since=attempt.since,
     )
     answer = await services.agent.run(request, budget_s=budget_s)
-    async with unit_of_work(services.sessions) as session:
-        recorded = await steps.record(session, event_id, Step.TASK, {"text": answer})
+    async with writing(services, attempt, message.author.id) as (session, _):
+        recorded = await steps.record(session, attempt.event_id, Step.TASK, {"text": answer})
     task_requests.labels(outcome="answered" if answer else "no_answer").inc()
     text = recorded.get("text")
     return text if isinstance(text, str) else None
 
 
-async def _grant_task(services: Services, message: MessageCreate, event_id: str) -> bool:
+async def _grant_task(services: Services, message: MessageCreate, attempt: Attempt) -> bool:
     """Spend one of the person's hourly tasks (TASKS_PER_USER_PER_HOUR, across workers);
     False past the limit, with the refusal recorded as this event's task result."""
     per_hour = services.settings.tasks_per_user_per_hour
-    async with unit_of_work(services.sessions) as session:
-        granted = await steps.grant_task(session, event_id, message.author.id, per_hour=per_hour)
+    event_id, speaker = attempt.event_id, message.author.id
+    async with writing(services, attempt, speaker) as (session, _):
+        granted = await steps.grant_task(session, event_id, speaker, per_hour=per_hour)
         if not granted:
             refusal = {"text": TASK_LIMITED, "rate_limited": True}
             await steps.record(session, event_id, Step.TASK, refusal)
@@ -433,50 +455,64 @@ async def write_reply(services: Services, context: Context, memory: PromptMemory
 
 
 async def _post(
-    services: Services, message: MessageCreate, event_id: str, text: str, failed: bool
+    services: Services, message: MessageCreate, attempt: Attempt, planned: dict[str, Any]
 ) -> Reply:
+    """Post the fixed text, then log it. Nothing is posted once the speaker's erasure began;
+    a reply whose prompt held someone erased meanwhile is logged blank."""
+    text, failed = str(planned["text"]), bool(planned["failed"])
+    owners = [int(o) for o in planned.get("owners", [])]
+    async with writing(services, attempt, message.author.id, owners):
+        pass  # checked before posting: an erased speaker gets no reply
     try:
         ids = await services.discord.send_message(
-            message.channel_id, text, nonce_key=event_id, reply_to=message.id
+            message.channel_id, text, nonce_key=attempt.event_id, reply_to=message.id
         )
     except DiscordUnavailable:
         raise  # Discord is down: the job fails and is retried; the nonce prevents a double post
     except DiscordError as exc:
         log.error("reply could not be posted", extra={"error": type(exc).__name__})
         ids = []
-    now = utcnow()
-    active = services.settings.memory_active
-    async with unit_of_work(services.sessions) as session:
-        for message_id, part in zip(ids, split_message(text), strict=False):
-            await observations.observe_bot_message(
-                session,
-                message_id=message_id,
-                channel_id=message.channel_id,
-                guild_id=message.guild_id,
-                bot_user_id=services.bot_user_id,
-                content=part,
-                event_id=f"bot:{message_id}",
-                active=active,
-            )
-            await channel_log.log_bot_message(
-                session,
-                message_id=message_id,
-                channel_id=message.channel_id,
-                guild_id=message.guild_id,
-                bot_user_id=services.bot_user_id,
-                bot_name=services.bot_name,
-                content=part,
-                reply_to_id=message.id,
-                created_at=now,
-            )
+    async with writing(services, attempt, message.author.id, owners) as (session, gone):
+        await _log_reply(services, session, message, ids, "" if gone else text)
         posted = {
             "message_ids": ids,
             "failed": failed,
             "channel_id": str(message.channel_id),
             "speaker_id": str(message.author.id),
         }
-        await steps.record(session, event_id, Step.REPLY, posted)
+        await steps.record(session, attempt.event_id, Step.REPLY, posted)
     return Reply(message_ids=ids, failed=failed or not ids)
+
+
+async def _log_reply(
+    services: Services, session: Any, message: MessageCreate, ids: list[int], text: str
+) -> None:
+    """The posted parts in the channel log (and as observations, unless blank)."""
+    now = utcnow()
+    active = services.settings.memory_active and bool(text)
+    parts = split_message(text) if text else [""] * len(ids)
+    for message_id, part in zip(ids, parts, strict=False):
+        await observations.observe_bot_message(
+            session,
+            message_id=message_id,
+            channel_id=message.channel_id,
+            guild_id=message.guild_id,
+            bot_user_id=services.bot_user_id,
+            content=part,
+            event_id=f"bot:{message_id}",
+            active=active,
+        )
+        await channel_log.log_bot_message(
+            session,
+            message_id=message_id,
+            channel_id=message.channel_id,
+            guild_id=message.guild_id,
+            bot_user_id=services.bot_user_id,
+            bot_name=services.bot_name,
+            content=part,
+            reply_to_id=message.id,
+            created_at=now,
+        )
 
 
 # 11. Remember ---------------------------------------------------------------------------

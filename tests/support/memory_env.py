@@ -39,7 +39,9 @@ class RecordingQueue:
 
     jobs: list[tuple[str, tuple[object, ...], str | None]] = field(default_factory=list)
 
-    async def enqueue(self, job: str, *args: object, job_id: str | None = None) -> bool:
+    async def enqueue(
+        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+    ) -> bool:
         self.jobs.append((job, args, job_id))
         return True
 

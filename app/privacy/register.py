@@ -1,0 +1,201 @@
+"""The erasure register: the one owner of `erasures`, and the rule every writer keeps about
+an erased person — while their erasure runs (or failed and waits to be run again) nothing
+is written about them, and once it is done nothing that started before it is.
+
+A writer takes the person's guard lock, shared, in the transaction that writes, and asks
+``blocked`` first; an erasure starts by taking the same lock exclusively. So a write either
+commits before the erasure starts (and the erasure's batches, which all run later, remove
+it) or sees the erasure and writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.kit.locks import lock_key, xact_lock
+from app.models.erasure import Erasure
+
+GUARD = "erasure-guard"
+JOB_LOCK = "erasure-job"
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RequestedBy(StrEnum):
+    FORGETME = "forgetme"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureRecord:
+    id: int
+    user_id: int
+    status: Status
+    requested_by: RequestedBy
+    command_event_id: str | None
+    channel_id: int | None
+    progress: dict[str, Any]
+    receipt: dict[str, int] | None
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+def _record(row: Erasure) -> ErasureRecord:
+    return ErasureRecord(
+        id=row.id,
+        user_id=row.user_id,
+        status=Status(row.status),
+        requested_by=RequestedBy(row.requested_by),
+        command_event_id=row.command_event_id,
+        channel_id=row.channel_id,
+        progress=dict(row.progress or {}),
+        receipt=dict(row.receipt) if row.receipt is not None else None,
+        error=row.error,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )
+
+
+# --- the guard --------------------------------------------------------------------------------
+
+_HOLD = text("SELECT pg_advisory_xact_lock_shared(k) FROM unnest(CAST(:keys AS bigint[])) AS k")
+
+
+async def hold(session: AsyncSession, user_ids: Collection[int]) -> None:
+    """Hold these people's guard locks (shared) until the transaction ends: no erasure of
+    theirs can start meanwhile. Taken first in a transaction, in one fixed order."""
+    keys = sorted({lock_key(GUARD, user_id) for user_id in user_ids})
+    if keys:
+        await session.execute(_HOLD, {"keys": keys})
+
+
+async def blocked(
+    session: AsyncSession, user_ids: Collection[int], *, since: datetime | None
+) -> set[int]:
+    """Hold the guard, then: which of these people nothing may be written about by work
+    that began at ``since`` (None: work beginning now) — an erasure of theirs is running or
+    failed, or started after ``since``. The caller writes in this same transaction."""
+    wanted = sorted(set(user_ids))
+    if not wanted:
+        return set()
+    await hold(session, wanted)
+    unfinished = Erasure.status.in_([Status.RUNNING, Status.FAILED])
+    why = or_(unfinished, Erasure.started_at > since) if since is not None else unfinished
+    rows = await session.scalars(
+        select(Erasure.user_id).where(Erasure.user_id.in_(wanted), why).distinct()
+    )
+    return set(rows)
+
+
+# --- the register -----------------------------------------------------------------------------
+
+
+async def start(
+    session: AsyncSession,
+    user_id: int,
+    *,
+    requested_by: RequestedBy,
+    command_event_id: str | None = None,
+    channel_id: int | None = None,
+) -> tuple[ErasureRecord, bool]:
+    """Register an erasure of ``user_id``, or join the one already running (or the one this
+    command event started), or run a failed one again; ``(erasure, started)``. From the
+    commit on, ``blocked`` holds for them: the exclusive guard waits for every write
+    already under way."""
+    await xact_lock(session, GUARD, user_id)
+    if command_event_id is not None:
+        earlier = await session.scalar(
+            select(Erasure).where(Erasure.command_event_id == command_event_id)
+        )
+        if earlier is not None:
+            return _record(earlier), False
+    running = await session.scalar(
+        select(Erasure).where(Erasure.user_id == user_id, Erasure.status == Status.RUNNING)
+    )
+    if running is not None:
+        return _record(running), False
+    failed = await resume_failed(session, user_id)
+    if failed is not None:
+        return failed, True
+    row = await session.scalar(
+        insert(Erasure)
+        .values(
+            user_id=user_id,
+            requested_by=requested_by.value,
+            command_event_id=command_event_id,
+            channel_id=channel_id,
+        )
+        .returning(Erasure)
+    )
+    assert row is not None
+    return _record(row), True
+
+
+async def get(session: AsyncSession, erasure_id: int) -> ErasureRecord | None:
+    row = await session.get(Erasure, erasure_id, populate_existing=True)
+    return _record(row) if row is not None else None
+
+
+async def save_progress(session: AsyncSession, erasure_id: int, progress: dict[str, Any]) -> None:
+    """The job's place and counts, committed with the batch they describe."""
+    await session.execute(
+        update(Erasure).where(Erasure.id == erasure_id).values(progress=progress, error=None)
+    )
+
+
+async def finish(session: AsyncSession, erasure_id: int, receipt: dict[str, int]) -> None:
+    """Done: the receipt (counts only) stays; the progress (which held names) goes."""
+    await session.execute(
+        update(Erasure)
+        .where(Erasure.id == erasure_id)
+        .values(status=Status.DONE, receipt=receipt, progress={}, finished_at=func.now())
+    )
+
+
+async def note_failure(session: AsyncSession, erasure_id: int, error: str, *, final: bool) -> None:
+    """A job attempt failed (``error``: the exception's type name only); ``final``: give up
+    until an operator starts it again (the person stays guarded meanwhile)."""
+    values: dict[str, Any] = {"error": error[:200]}
+    if final:
+        values.update(status=Status.FAILED, finished_at=func.now())
+    await session.execute(update(Erasure).where(Erasure.id == erasure_id).values(values))
+
+
+async def resume_failed(session: AsyncSession, user_id: int) -> ErasureRecord | None:
+    """A failed erasure of this person runs again (an operator's or the person's new
+    request); None when there is none."""
+    row = await session.scalar(
+        update(Erasure)
+        .where(Erasure.user_id == user_id, Erasure.status == Status.FAILED)
+        .values(status=Status.RUNNING, finished_at=None, error=None)
+        .returning(Erasure)
+        .execution_options(populate_existing=True)
+    )
+    return _record(row) if row is not None else None
+
+
+async def running_ids(session: AsyncSession) -> list[int]:
+    """Erasures still running (the sweeper makes sure each has a job)."""
+    rows = await session.scalars(select(Erasure.id).where(Erasure.status == Status.RUNNING))
+    return list(rows)
+
+
+async def claim_job(session: AsyncSession, erasure_id: int) -> bool:
+    """Hold the erasure for one job until this transaction ends; False when another job
+    already works on it."""
+    found = await session.execute(
+        text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": lock_key(JOB_LOCK, erasure_id)}
+    )
+    return bool(found.scalar_one())
