@@ -128,12 +128,13 @@ def upgrade() -> None:
                 {_snowflake("{d,message_id}")})
         """
     )
-    for column, name in (
-        ("author_id", "ix_inbox_author"),
-        ("channel_id", "ix_inbox_channel"),
-        ("message_id", "ix_inbox_message"),
+    for columns, name in (
+        (["author_id", "id"], "ix_inbox_author"),
+        (["channel_id"], "ix_inbox_channel"),
+        (["message_id"], "ix_inbox_message"),
     ):
-        op.create_index(name, "inbox", [column], postgresql_where=sa.text(f"{column} IS NOT NULL"))
+        where = sa.text(f"{columns[0]} IS NOT NULL")
+        op.create_index(name, "inbox", columns, postgresql_where=where)
 
     # A person's ledger rows are redacted in id order, a batch at a time.
     op.drop_index("ix_memory_log_user", table_name="memory_log")

@@ -530,7 +530,6 @@ async def channel_batch(
     rows = await session.scalars(
         select(Message.id)
         .where(Message.channel_id == any_array(channel_ids), Message.guild_id.is_(None))
-        .order_by(Message.id)
         .limit(limit)
     )
     return list(rows)
@@ -543,7 +542,7 @@ async def mentioning_batch(
     rows = await session.scalars(
         select(Message.id)
         .where(Message.mention_ids.contains([user_id]), Message.id > after_id)
-        .order_by(Message.id)
+        .order_by(Message.id + 0)  # not along the primary key: through the GIN index
         .limit(limit)
     )
     return list(rows)

@@ -35,7 +35,7 @@ class InboxEvent(Base):
             "dead_at",
             postgresql_where=text("dead_at IS NOT NULL AND handled_at IS NULL"),
         ),
-        Index("ix_inbox_author", "author_id", postgresql_where=text("author_id IS NOT NULL")),
+        Index("ix_inbox_author", "author_id", "id", postgresql_where=text("author_id IS NOT NULL")),
         Index("ix_inbox_channel", "channel_id", postgresql_where=text("channel_id IS NOT NULL")),
         Index("ix_inbox_message", "message_id", postgresql_where=text("message_id IS NOT NULL")),
     )

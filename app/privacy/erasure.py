@@ -207,10 +207,13 @@ async def _run(services: Services, erasure_id: int, deadline: float) -> ErasureR
             if progress.phase is Phase.NOTIFY:
                 break
             who = Who(erasure, services.bot_user_id, batch)
-            waiting = await PHASES[progress.phase](session, who, progress)
+            phase = progress.phase
+            waiting = await PHASES[phase](session, who, progress)
             if waiting or time.monotonic() > deadline:
                 progress.jobs += 1
             await register.save_progress(session, erasure_id, progress.model_dump(mode="json"))
+        if progress.phase is not phase:
+            log.info("erasure phase done", extra={"erasure_id": erasure_id, "phase": phase.value})
         if waiting or time.monotonic() > deadline:
             erasure = await _get(services, erasure_id)
             await _enqueue(services.queue, erasure, defer_s=15 if waiting else 0)

@@ -1,0 +1,248 @@
+"""Erasure that is exact and holds, through the real webhook, worker and Postgres: a name or a
+word someone else shares never makes their rows change; a turn in flight writes nothing
+back; a delete or edit that arrives before its message still applies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from sqlalchemy import text
+
+from app.chat.fake import Reply, Text
+from app.config import RecallScope, Settings
+from app.db import SessionFactory
+from app.decision.vocabulary import Question
+from tests.support.frames import frame, message_create, next_id
+from tests.support.stack import BOT_ID
+from tests.support.trust_env import (
+    ALICE,
+    BOB,
+    CHANNEL_A,
+    GUILD_A,
+    World,
+    tonight,
+    trust_world,
+    writer_or_reply,
+)
+from tests.support.waiting import wait_until
+from tests.support.worker import drain
+
+MALLORY = 2004
+
+
+def by(who: int, name: str, content: str, **kw: Any) -> dict[str, Any]:
+    """A frame from ``who`` writing under display name ``name``."""
+    return message_create(
+        content=content, author_id=who, author_name=name, message_id=next_id(), **kw
+    )
+
+
+async def rows_about(sessions: SessionFactory, user_id: int) -> dict[str, list[Any]]:
+    """Everything kept about one person: their messages, memories and ledger rows, and the
+    episodes, diaries and styles made only from them."""
+    queries = {
+        "messages": "SELECT id, content, author_name FROM messages WHERE author_id = :u",
+        "memories": "SELECT id, content, updated_at FROM memories WHERE user_id = :u",
+        "ledger": "SELECT id, before, after FROM memory_log WHERE user_id = :u",
+        "episodes": "SELECT id, content FROM episodes WHERE source_user_ids = ARRAY[:u]::bigint[]",
+        "observations": "SELECT id, content FROM observations WHERE user_id = :u",
+        "frames": "SELECT id, payload FROM inbox WHERE author_id = :u",
+    }
+    out: dict[str, list[Any]] = {}
+    async with sessions() as session:
+        for name, sql in queries.items():
+            rows = await session.execute(text(sql + " ORDER BY 1"), {"u": user_id})
+            out[name] = [tuple(row) for row in rows]
+    return out
+
+
+async def table_texts(sessions: SessionFactory) -> str:
+    """Every row of every table as JSON text, joined (a needle search over the database)."""
+    async with sessions() as session:
+        tables = await session.scalars(
+            text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        )
+        texts = []
+        for table in list(tables):
+            rows = await session.scalars(text(f'SELECT row_to_json(t)::text FROM "{table}" t'))
+            texts.extend(rows)
+    return "\n".join(texts)
+
+
+async def test_a_nickname_equal_to_another_members_name_erases_only_its_owner(
+    world: World, sessions: SessionFactory
+) -> None:
+    # Alice writes as "alice"; her words feed a memory, a reply and a channel summary.
+    await world.stack.deliver(
+        *(by(ALICE, "alice", f"<@{BOT_ID}> I bake sourdough, loaf {n}") for n in range(3))
+    )
+    await tonight(world)
+    before = await rows_about(sessions, ALICE)
+    assert before["memories"] and before["messages"] and before["ledger"]
+
+    # Mallory takes the nickname "alice", says a line naming Alice, then erases herself.
+    await world.stack.deliver(
+        by(MALLORY, "alice", "alice bakes the best sourdough"),
+        by(MALLORY, "alice", "!forgetme"),
+    )
+
+    assert await rows_about(sessions, ALICE) == before
+    hers = await rows_about(sessions, MALLORY)
+    assert [hers[k] for k in ("messages", "memories", "episodes", "observations")] == [[]] * 4
+    [(_, receipt_before, receipt)] = hers["ledger"]  # only the erasure's receipt
+    assert receipt_before is None and set(receipt) >= {"messages", "memories"}
+    async with sessions() as session:  # her frames are stubs: no text, no names
+        payloads = await session.scalars(
+            text("SELECT payload::text FROM inbox WHERE author_id = :u"), {"u": MALLORY}
+        )
+        assert all("sourdough" not in p and '"alice"' not in p for p in payloads)
+
+
+async def test_words_she_shares_with_others_stay_in_their_texts(
+    world: World, sessions: SessionFactory
+) -> None:
+    shared = "see you at the Saturday market"  # 8+ characters, said by both
+    await world.stack.deliver(
+        by(BOB, "bob", f"{shared}, everyone"),
+        by(ALICE, "alice", f"<@{BOT_ID}> {shared}"),
+        by(BOB, "bob", f"<@{BOT_ID}> I said it first: {shared}"),
+    )
+    his = await rows_about(sessions, BOB)
+    assert any(shared in str(m) for m in his["memories"])
+
+    await world.tell(ALICE, "!forgetme", mention=False)
+
+    assert await rows_about(sessions, BOB) == his
+    async with sessions() as session:
+        hers = await session.scalar(
+            text("SELECT count(*) FROM messages WHERE author_id = :u"), {"u": ALICE}
+        )
+    assert hers == 0
+
+
+async def test_a_reply_waiting_on_the_model_writes_nothing_after_forgetme(
+    world: World, sessions: SessionFactory
+) -> None:
+    stack = world.stack
+    release = asyncio.Event()
+    said, answer = "tell me about my zeppelin-hobby-5521", "Your zeppelin-reply-8830 is lovely"
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        if "zeppelin-hobby" in json.dumps(body.get("messages")):
+            await release.wait()
+            return Text(answer)
+        return writer_or_reply(body)
+
+    stack.model.responder = slow
+    await stack.post(world.say(ALICE, said))
+    worker = asyncio.create_task(drain(stack.settings))
+    await wait_until(lambda: bool(stack.model.requests), within=20, what="the reply's model call")
+
+    await stack.post(world.say(ALICE, "!forgetme", mention=False))
+
+    async def erased() -> bool:
+        async with sessions() as session:
+            status = await session.scalar(text("SELECT status FROM erasures"))
+        return status == "done"
+
+    await wait_until(erased, within=30, what="the erasure to finish")
+    release.set()
+    await worker
+    await drain(stack.settings)  # anything the turn left behind (the memory job) runs too
+
+    everything = await table_texts(sessions)
+    assert "zeppelin-hobby" not in everything and "zeppelin-reply" not in everything
+    assert [m["content"] for m in stack.discord.messages_in(CHANNEL_A)][-1].startswith(
+        "I'm erasing"
+    )  # the reply never went out after the erasure began
+
+
+async def test_a_delete_that_arrives_before_its_message_keeps_it_from_the_model(
+    world: World, sessions: SessionFactory
+) -> None:
+    stack = world.stack
+    message = world.say(ALICE, "my bank pin is mango-secret-7731")
+    d = message["d"]
+    await stack.deliver(
+        frame(
+            "MESSAGE_DELETE",
+            {"id": d["id"], "channel_id": d["channel_id"], "guild_id": d["guild_id"]},
+        )
+    )
+
+    await stack.deliver(message)
+
+    assert not [b for b in stack.model.requests if "mango-secret" in json.dumps(b)]
+    assert not [b for b in stack.jev.requests if "mango-secret" in json.dumps(b)]
+    assert stack.discord.messages_in(CHANNEL_A) == []
+    async with sessions() as session:
+        deleted = await session.scalar(
+            text("SELECT deleted_at IS NOT NULL FROM messages WHERE id = :i"), {"i": int(d["id"])}
+        )
+        observed = await session.scalar(
+            text("SELECT count(*) FROM observations WHERE message_id = :i AND kind = 'message'"),
+            {"i": int(d["id"])},
+        )
+        tombstones = await session.scalar(text("SELECT count(*) FROM message_tombstones"))
+    assert deleted is True and observed == 0 and tombstones == 0
+
+
+async def test_an_edit_that_arrives_before_its_message_is_what_gets_logged_and_answered(
+    world: World, sessions: SessionFactory
+) -> None:
+    stack = world.stack
+    message = world.say(ALICE, "I live in Nagoya-original")
+    d = message["d"]
+    edit = {
+        "id": d["id"],
+        "channel_id": d["channel_id"],
+        "guild_id": d["guild_id"],
+        "author": d["author"],
+        "content": f"<@{BOT_ID}> I live in Sapporo-edited",
+        "edited_timestamp": "2026-12-01T12:00:05+00:00",
+    }
+    await stack.deliver(frame("MESSAGE_UPDATE", edit))
+
+    await stack.deliver(message)
+
+    async with sessions() as session:
+        logged = await session.scalar(
+            text("SELECT content FROM messages WHERE id = :i"), {"i": int(d["id"])}
+        )
+    assert logged == edit["content"]
+    prompts = json.dumps(stack.model.requests) + json.dumps(stack.jev.requests)
+    assert "Sapporo-edited" in prompts and "Nagoya-original" not in prompts
+    assert len(stack.discord.messages_in(CHANNEL_A)) == 1  # the edited message was answered
+
+
+async def test_a_reply_to_bob_that_held_her_memories_is_blanked_by_her_erasure(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: Any
+) -> None:
+    scope = RecallScope.PARTICIPANTS
+    async with trust_world(settings, monkeypatch, memory_recall_scope=scope) as world:
+        stack = world.stack
+        await world.tell(ALICE, "I keep bees on the roof")
+        stack.jev.answers[Question.WORTH_KEEPING] = 0.0
+        stack.model.responder = lambda body: Text("Bob, Alice's bees are doing well")
+        asked = await world.tell(BOB, "how are Alice's hives?")
+        async with sessions() as session:  # his reply's prompt held her memory
+            read = await session.scalar(
+                text("SELECT after FROM memory_log WHERE user_id = :u AND trigger = :t"),
+                {"u": ALICE, "t": f"turn:{asked['d']['id']}"},
+            )
+        assert read and "Fact: <@1000> I keep bees" in world.last_reply_prompt()
+        [to_bob] = [m for m in stack.discord.messages_in(CHANNEL_A) if "Bob," in m["content"]]
+
+        await world.tell(ALICE, "!forgetme", mention=False)
+
+        async with sessions() as session:
+            kept = await session.scalar(
+                text("SELECT content FROM messages WHERE id = :i"), {"i": int(to_bob["id"])}
+            )
+            his = await session.scalar(
+                text("SELECT count(*) FROM messages WHERE author_id = :u"), {"u": BOB}
+            )
+        assert kept == "" and his == 1
+    assert GUILD_A
