@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     # Speakers the nightly extraction works on at once (in one job, one chunk each).
     nightly_concurrency: PositiveInt = 4
     # Rows an erasure removes per committed batch (each batch one short transaction).
-    erasure_batch_size: int = Field(default=500, ge=10, le=5000)
+    erasure_batch_size: int = Field(default=100, ge=10, le=5000)
 
     reaction_emojis: StrList = Field(default_factory=lambda: list(DEFAULT_REACTION_EMOJIS))
 

@@ -139,6 +139,10 @@ def upgrade() -> None:
     # A person's ledger rows are redacted in id order, a batch at a time.
     op.drop_index("ix_memory_log_user", table_name="memory_log")
     op.create_index("ix_memory_log_user", "memory_log", ["user_id", "id"])
+    # A person's observations and signals are deleted in id order, a batch at a time.
+    for table in ("observations", "signals"):
+        op.drop_index(f"ix_{table}_user_id", table_name=table)
+        op.create_index(f"ix_{table}_user_id", table, ["user_id", "id"])
     op.create_index("ix_observations_message", "observations", ["message_id"])
     op.create_index("ix_observations_channel", "observations", ["channel_id"])
     op.create_index("ix_pins_created_by", "pins", ["created_by"])
@@ -167,6 +171,9 @@ def downgrade() -> None:
     op.drop_index("ix_pins_created_by", table_name="pins")
     op.drop_index("ix_observations_channel", table_name="observations")
     op.drop_index("ix_observations_message", table_name="observations")
+    for table in ("observations", "signals"):
+        op.drop_index(f"ix_{table}_user_id", table_name=table)
+        op.create_index(f"ix_{table}_user_id", table, ["user_id"])
     op.drop_index("ix_memory_log_user", table_name="memory_log")
     op.create_index("ix_memory_log_user", "memory_log", ["user_id"])
     for name in ("ix_inbox_author", "ix_inbox_channel", "ix_inbox_message"):

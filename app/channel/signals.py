@@ -63,11 +63,19 @@ async def window_signals(
     return [SignalLine(*row) for row in reversed(rows)]
 
 
-async def delete_by_user(session: AsyncSession, user_id: int, *, limit: int) -> int:
-    """Up to ``limit`` of the person's reactions and corrections (an erasure, in batches)."""
-    batch = select(Signal.id).where(Signal.user_id == user_id).limit(limit)
-    result = await session.execute(delete(Signal).where(Signal.id.in_(batch)).returning(Signal.id))
-    return len(result.all())
+async def delete_by_user(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> list[int]:
+    """The person's next ``limit`` reactions and corrections after ``after_id``, deleted (an
+    erasure, in batches along their index); their ids, ascending."""
+    batch = (
+        select(Signal.id)
+        .where(Signal.user_id == user_id, Signal.id > after_id)
+        .order_by(Signal.id)
+        .limit(limit)
+    )
+    result = await session.scalars(delete(Signal).where(Signal.id.in_(batch)).returning(Signal.id))
+    return sorted(result)
 
 
 async def given_in_windows(

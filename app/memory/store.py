@@ -544,7 +544,7 @@ async def erase_batch(
     none are left."""
     await lock_owners(session, [user_id])
     rows = await session.scalars(
-        _fresh(Memory.user_id == user_id).order_by(Memory.id).limit(limit).with_for_update()
+        _fresh(Memory.user_id == user_id).limit(limit).with_for_update()
     )
     records = [_record(row) for row in rows]
     if not records:

@@ -22,5 +22,5 @@ class Signal(Base):
         UniqueConstraint("message_id", "user_id", "kind", "value"),
         CheckConstraint("kind IN ('reaction', 'correction')", name="kind"),
         Index("ix_signals_created_at", "created_at"),
-        Index("ix_signals_user_id", "user_id"),
+        Index("ix_signals_user_id", "user_id", "id"),
     )

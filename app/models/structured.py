@@ -30,7 +30,7 @@ class Observation(Base):
             "id",
             postgresql_where=text("consumed_at IS NULL"),
         ),
-        Index("ix_observations_user_id", "user_id"),
+        Index("ix_observations_user_id", "user_id", "id"),
         Index("ix_observations_message", "message_id"),
         Index("ix_observations_channel", "channel_id"),
     )

@@ -453,19 +453,25 @@ async def _frames(session: AsyncSession, who: Who, progress: Progress) -> bool:
 
 
 async def _observations(session: AsyncSession, who: Who, progress: Progress) -> bool:
-    gone = await observations.delete_by_user(session, who.user_id, limit=who.batch)
-    return _deleted(progress, "observations", gone, who.batch)
+    gone = await observations.delete_by_user(
+        session, who.user_id, after_id=progress.cursor, limit=who.batch
+    )
+    return _deleted(progress, "observations", gone)
 
 
 async def _signals(session: AsyncSession, who: Who, progress: Progress) -> bool:
-    gone = await signals.delete_by_user(session, who.user_id, limit=who.batch)
-    return _deleted(progress, "signals", gone, who.batch)
+    gone = await signals.delete_by_user(
+        session, who.user_id, after_id=progress.cursor, limit=who.batch
+    )
+    return _deleted(progress, "signals", gone)
 
 
-def _deleted(progress: Progress, key: str, gone: int, batch: int) -> bool:
-    """A delete-in-batches phase is done once a batch comes back short."""
-    progress.add(key, gone)
-    if gone < batch:
+def _deleted(progress: Progress, key: str, gone: list[int]) -> bool:
+    """A delete-in-batches phase moves its cursor on, and is done when nothing was left."""
+    progress.add(key, len(gone))
+    if gone:
+        progress.cursor = gone[-1]
+    else:
         progress.advance()
     return False
 

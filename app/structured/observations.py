@@ -279,13 +279,21 @@ async def mark_consumed(session: AsyncSession, ids: Sequence[int]) -> int:
     return len(result.scalars().all())
 
 
-async def delete_by_user(session: AsyncSession, user_id: int, *, limit: int) -> int:
-    """Up to ``limit`` of the observations filed under the person (an erasure, in batches)."""
-    batch = select(Observation.id).where(Observation.user_id == user_id).limit(limit)
-    result = await session.execute(
+async def delete_by_user(
+    session: AsyncSession, user_id: int, *, after_id: int, limit: int
+) -> list[int]:
+    """The next ``limit`` observations filed under the person after ``after_id``, deleted
+    (an erasure, in batches along their index); their ids, ascending."""
+    batch = (
+        select(Observation.id)
+        .where(Observation.user_id == user_id, Observation.id > after_id)
+        .order_by(Observation.id)
+        .limit(limit)
+    )
+    result = await session.scalars(
         delete(Observation).where(Observation.id.in_(batch)).returning(Observation.id)
     )
-    return len(result.all())
+    return sorted(result)
 
 
 async def delete_of_messages(session: AsyncSession, message_ids: Collection[int]) -> int:
