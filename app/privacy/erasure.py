@@ -545,6 +545,10 @@ async def _mentions(session: AsyncSession, who: Who, progress: Progress) -> bool
         + await runs.replace_mentions(session, user_id, token)
         + await agent_sessions.replace_mentions(session, user_id, token),
     )
+    # An edit, delete or reaction clear of one of their messages that ran during the
+    # erasure filed an observation under them (their messages still existed then).
+    late = await observations.delete_by_user(session, user_id, after_id=0, limit=who.batch)
+    progress.add("observations", len(late))
     progress.advance()
     return False
 
