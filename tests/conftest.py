@@ -2,7 +2,8 @@
 
 Each test starts from empty tables (TRUNCATE) so end-to-end tests can commit freely.
 Parallel runs (several developers on one machine) pick their own database and Redis db via
-TEST_DATABASE_NAME and TEST_REDIS_DB."""
+TEST_DATABASE_NAME and TEST_REDIS_DB; under pytest-xdist each worker (gw0, gw1, …) adds its
+own suffix to the database and its index to the Redis db."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ from tests.support.trust_env import World, trust_world
 
 PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
 PG_USER = os.environ.get("TEST_PG_USER", "postgres")
-DB_NAME = os.environ.get("TEST_DATABASE_NAME", "bot_test")
-REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "9"))
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_WORKER_INDEX = int(XDIST_WORKER.removeprefix("gw") or 0) if XDIST_WORKER else 0
+DB_NAME = os.environ.get("TEST_DATABASE_NAME", "bot_test") + (
+    f"_{XDIST_WORKER}" if XDIST_WORKER else ""
+)
+REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "9")) + _WORKER_INDEX
 DATABASE_URL = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{DB_NAME}"
 REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 
