@@ -50,9 +50,19 @@ ADMIN_OPERATIONS = {
     "POST /users/{user_id}/erase",
     "GET /inbox/dead",
     "POST /inbox/{event_id}/replay",
+    "GET /channels/{channel_id}/settings",
+    "PUT /channels/{channel_id}/settings",
 }
 # What an admin request may change, fingerprinted row by row.
-TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins", "inbox"]
+TABLES = [
+    "nightly_runs",
+    "memories",
+    "memory_log",
+    "style_overrides",
+    "pins",
+    "inbox",
+    "channels",
+]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

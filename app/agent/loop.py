@@ -121,7 +121,7 @@ class TaskAgent:
             content = [d for d in map(block_dict, response.content) if d is not None]
             calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
             if not calls:
-                return await self._finish(request.channel_id, turn, content, response.stop_reason)
+                return await self._finish(request, turn, content, response.stop_reason)
             turn.append({"role": "assistant", "content": content})
             results = await self._results(request, calls, deadline)
             turn.append({"role": "user", "content": results})
@@ -130,7 +130,7 @@ class TaskAgent:
 
     async def _finish(
         self,
-        channel_id: int,
+        request: TaskRequest,
         turn: list[Message],
         content: list[dict[str, Any]],
         stop_reason: str | None,
@@ -140,8 +140,10 @@ class TaskAgent:
             log.warning("task agent gave no usable text", extra={"stop_reason": stop_reason})
             return None
         turn.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+        # The session keeps the request with its attachments named, not their bytes or text.
+        kept = [{"role": "user", "content": task_message(request, with_content=False)}, *turn[1:]]
         try:
-            await self._store.append(channel_id, turn)
+            await self._store.append(request.channel_id, kept)
         except Exception:
             # The answer is good; only the next task's memory of it is lost.
             log.exception("task agent session save failed")

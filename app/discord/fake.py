@@ -412,7 +412,15 @@ class FakeDiscord:
     def _typing(self, channel_id: int) -> Response:
         if (failure := self._channel_error(channel_id)) is not None:
             return failure
-        self._notify("typing", {"channel_id": str(channel_id), "user_id": str(self.bot_user_id)})
+        # As the gateway's TYPING_START says it: who, where, since when (unix seconds).
+        self._notify(
+            "typing",
+            {
+                "channel_id": str(channel_id),
+                "user_id": str(self.bot_user_id),
+                "timestamp": int(time.time()),
+            },
+        )
         return Response(status_code=204)
 
     def _get_message(self, channel_id: int, message_id: int) -> Response:
@@ -545,11 +553,12 @@ class FakeCDN:
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # path -> bytes, type
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location
     requests: list[str] = field(default_factory=list)  # paths, in order
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1_200_000))
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def put(self, filename: str, content: bytes, content_type: str, *, channel_id: int = 1) -> str:
-        """Store a file; its path on the CDN."""
-        path = f"/attachments/{channel_id}/{next(self._ids)}/{filename}"
+        """Store a file; its path on the CDN (its attachment id shaped like a snowflake)."""
+        stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+        path = f"/attachments/{channel_id}/{stamp | (next(self._ids) & 0x3FFFFF)}/{filename}"
         self.files[path] = (content, content_type)
         return path
 

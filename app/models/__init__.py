@@ -3,12 +3,23 @@
 Only ``Base`` is exported: each table is used through its one owner module (see the
 import-linter contracts in pyproject.toml), never imported from here."""
 
-from app.models import agent, consent, inbox, memory, messages, nightly, signals, structured
+from app.models import (
+    agent,
+    channels,
+    consent,
+    inbox,
+    memory,
+    messages,
+    nightly,
+    signals,
+    structured,
+)
 from app.models.base import Base
 
 __all__ = [
     "Base",
     "agent",
+    "channels",
     "consent",
     "inbox",
     "memory",

@@ -7,8 +7,8 @@ from contextlib import AbstractContextManager
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel import directory, signals
 from app.channel import log as channel_log
-from app.channel import signals
 from app.db import unit_of_work
 from app.inbound import inbox
 from app.inbound.frames import (
@@ -21,6 +21,7 @@ from app.inbound.frames import (
     MessageDeleteBulk,
     MessageUpdate,
     ReactionAdd,
+    Thread,
     parse_dispatch,
 )
 from app.kit.clock import utcnow
@@ -111,6 +112,9 @@ async def _route(
     if isinstance(data, MessageCreate):
         await run_turn(services, data, event_id, deadline=deadline, last_attempt=last_attempt)
         return
+    if isinstance(data, Thread):
+        await record_thread(services, data)
+        return
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
         match data:
@@ -134,6 +138,22 @@ async def _route(
                     bot_user_id=services.bot_user_id,
                 )
     await consolidation.enqueue_if_due(services, data.channel_id)
+
+
+async def record_thread(services: Services, thread: Thread) -> None:
+    """THREAD_CREATE / THREAD_UPDATE: where the thread hangs, so it follows its parent's
+    pins, mode and persona. Every process's cached rules are dropped when that changed."""
+    async with unit_of_work(services.sessions) as session:
+        changed = await directory.record_channel(
+            session,
+            thread.id,
+            guild_id=thread.guild_id,
+            parent_id=thread.parent_id,
+            name=thread.name or None,
+            type_=thread.type if thread.type is not None else directory.PUBLIC_THREAD,
+        )
+    if changed:
+        await services.channel_rules.invalidate()
 
 
 async def record_reaction(session: AsyncSession, data: EventData, bot_id: int) -> bool:

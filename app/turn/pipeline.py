@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import Counter
 
 from app.agent import TaskRequest
 from app.channel import log as channel_log
+from app.channel.directory import Mode, Rules
 from app.channel.exchange import Place
 from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
@@ -23,19 +25,23 @@ from app.commands.dispatch import handle_command, is_staff
 from app.commands.parser import parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
+from app.discord.attachments import AttachmentRef, Fetched, Named, Skip, content_blocks
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.inbound import steps
 from app.inbound.frames import MessageCreate
 from app.inbound.steps import Step
-from app.kit.clock import utcnow
+from app.kit.clock import jst_day, utcnow
 from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
 from app.persona import load_persona
 from app.services import Services
 from app.structured import consolidation, observations
 from app.structured.recall import PromptMemory, prompt_memory
-from app.turn.prompt import ChatLine, assemble_prompt, task_lines
+from app.turn.chain import reply_chain
+from app.turn.channels import channel_rules
+from app.turn.prompt import ChatLine, Quoted, assemble_prompt, task_lines
+from app.turn.typing import Typing
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,10 @@ APOLOGY = "Sorry, I couldn't put a reply together just now. Please try again in 
 TASK_LIMITED = (
     "I've already worked on quite a few tasks for you in the last hour, so I'll sit this one "
     "out. Ask me again a little later!"
+)
+DMS_OFF = (
+    "I don't chat in DMs on this server's setup, sorry! Mention me in the server instead. "
+    "`!memory …` and `!forgetme` still work here."
 )
 # What the turn still needs once the task agent is done, besides the chat call's own
 # timeout (the written reply, should the agent give nothing): the post and the step records.
@@ -60,6 +70,7 @@ class Context:
     participant_ids: list[int]  # human authors in the history tail, newest first
     names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
+    rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +110,17 @@ async def _steps(
     if command is not None:  # 4
         await handle_command(services, command, message, event_id)
         return _finish("command")
+    mentioned = is_addressed(message, services.bot_user_id)
+    rules = await channel_rules(services, message, mentioned=mentioned)
     await detect_correction(services, message)  # 5
-    if not is_addressed(message, services.bot_user_id):  # 6
-        return _finish("not_addressed")
-    context = await load_context(services, message, event_id)  # 7
+    audience = addressing(
+        message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
+    )  # 6
+    if audience is Audience.DMS_OFF:
+        await dms_off_notice(services, message, event_id)
+    if audience is not Audience.ADDRESSED:
+        return _finish(audience.value)
+    context = await load_context(services, message, event_id, rules)  # 7
     if await react(services, message, context, event_id):  # 8
         return _finish("emoji_only")
     # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
@@ -189,11 +207,53 @@ async def _bot_message_replied_to(
 # 6. Addressed? --------------------------------------------------------------------------
 
 
+class Audience(StrEnum):
+    """Whether this message is a turn for the bot, and if not, why (the turn's outcome)."""
+
+    ADDRESSED = "addressed"
+    NOT_ADDRESSED = "not_addressed"
+    CHANNEL_OFF = "channel_off"  # an operator turned the bot off in this channel
+    DMS_OFF = "dms_off"  # DMS_ENABLED=false: DM conversation gets a daily notice only
+
+
 def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
     """A mention in the text, or a DM. A reply's implicit ping alone does not address us."""
     if message.guild_id is None:
         return True
     return f"<@{bot_user_id}>" in message.content or f"<@!{bot_user_id}>" in message.content
+
+
+def addressing(
+    message: MessageCreate, bot_user_id: int, mode: Mode, *, dms_enabled: bool
+) -> Audience:
+    """Decided once, here: seed 002's rule in `mention` channels (the default), every
+    message in `free` ones, none in `off` ones; a DM unless DM conversation is off."""
+    if message.guild_id is None:
+        return Audience.ADDRESSED if dms_enabled else Audience.DMS_OFF
+    if mode is Mode.OFF:
+        return Audience.CHANNEL_OFF
+    if mode is Mode.FREE or is_addressed(message, bot_user_id):
+        return Audience.ADDRESSED
+    return Audience.NOT_ADDRESSED
+
+
+async def dms_off_notice(services: Services, message: MessageCreate, event_id: str) -> None:
+    """One short notice per person per JST day; their other DMs that day get nothing."""
+    day = jst_day(utcnow()).isoformat()
+    async with unit_of_work(services.sessions) as session:
+        due = await steps.notice_due(
+            session, event_id, message.author.id, kind=Audience.DMS_OFF.value, day=day
+        )
+    if not due:
+        return
+    try:
+        await services.discord.send_message(
+            message.channel_id, DMS_OFF, nonce_key=f"dms-off:{event_id}", reply_to=message.id
+        )
+    except DiscordUnavailable:
+        raise  # retried; the nonce keeps it to one notice
+    except DiscordError as exc:
+        log.info("DM notice not sent", extra={"error": type(exc).__name__})
 
 
 # 7. Context -----------------------------------------------------------------------------
@@ -202,14 +262,20 @@ def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
 TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPLY)
 
 
-async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
-    """The last 20 messages, the persona with the active style, and this turn's progress."""
+async def load_context(
+    services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
+) -> Context:
+    """The last 20 messages, the persona with the active style and this channel's addition,
+    and this turn's progress."""
+    rules = rules or Rules()
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session)
         done = await steps.done_many(session, event_id, TURN_STEPS)
-    conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
-    persona = load_persona(services.settings.persona_path, style.content if style else None)
+    conversation = [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
+    persona = load_persona(
+        services.settings.persona_path, style.content if style else None, rules.persona
+    )
     humans = [m for m in reversed(recent) if not m.is_bot]
     return Context(
         conversation=conversation,
@@ -217,15 +283,21 @@ async def load_context(services: Services, message: MessageCreate, event_id: str
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
         names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
+        rules=rules,
     )
 
 
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
+    """Text only: the decision model never sees an attachment, only its name."""
     lines = "\n".join(task_lines(context.conversation, limit=8))
+    said = ChatLine(message.author_name, False, message.content, _names(message)).shown
     return (
-        f"Recent conversation:\n{lines}\n\n"
-        f"Message to answer, from {message.author_name}:\n{message.content}"
+        f"Recent conversation:\n{lines}\n\nMessage to answer, from {message.author_name}:\n{said}"
     )
+
+
+def _names(message: MessageCreate) -> tuple[str, ...]:
+    return tuple(_ref(a).label for a in message.attachments)
 
 
 # 8. React -------------------------------------------------------------------------------
@@ -282,6 +354,7 @@ async def recall(
             session,
             services.settings,
             channel_id=message.channel_id,
+            parent_channel_id=context.rules.parent_id,
             place=Place(message.guild_id),
             speaker_id=message.author.id,
             names={**context.names, message.author.id: message.author_name},
@@ -300,27 +373,73 @@ async def respond(
     deadline: float | None = None,
     last_attempt: bool = True,
 ) -> Reply:
-    """Post one reply, once: the text is fixed before posting, the post is recorded after."""
+    """Post one reply, once: the text is fixed before posting, the post is recorded after.
+    "Bot is typing…" shows from the moment the turn starts writing until just before the
+    post (the post itself ends it on Discord)."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
-        text, failed = await _compose(
-            services,
-            message,
-            context,
-            memory,
-            event_id,
-            wants_task=wants_task,
-            deadline=deadline,
-            last_attempt=last_attempt,
-        )
+        async with Typing(services.discord, message.channel_id) as typing:
+            text, failed = await _compose(
+                services,
+                message,
+                context,
+                memory,
+                event_id,
+                Writing(services, message, context.rules, typing),
+                wants_task=wants_task,
+                deadline=deadline,
+                last_attempt=last_attempt,
+            )
         async with unit_of_work(services.sessions) as session:
             planned = await steps.record(
                 session, event_id, Step.REPLY_TEXT, {"text": text, "failed": failed}
             )
     return await _post(services, message, event_id, planned["text"], bool(planned["failed"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What the reply reads besides the conversation: the reply chain and the attachments."""
+
+    answering: list[Quoted]
+    attachments: list[Fetched]
+
+
+class Writing:
+    """The turn has decided to write: typing starts, and what the message carries (its
+    reply chain, its attachments) is read once for whichever path writes."""
+
+    def __init__(
+        self, services: Services, message: MessageCreate, rules: Rules, typing: Typing
+    ) -> None:
+        self._services, self._message, self._rules, self._typing = services, message, rules, typing
+        self._carried: Carried | None = None
+
+    async def begin(self) -> Carried:
+        self._typing.start()
+        if self._carried is None:
+            answering, attachments = await asyncio.gather(
+                reply_chain(self._services, self._message, self._rules),
+                _attachments(self._services, self._message),
+            )
+            self._carried = Carried(answering, attachments)
+        return self._carried
+
+
+async def _attachments(services: Services, message: MessageCreate) -> list[Fetched]:
+    refs = [_ref(a) for a in message.attachments]
+    if services.attachments is None:
+        return [Named(ref, Skip.FAILED) for ref in refs]
+    return await services.attachments.fetch_all(refs)
+
+
+def _ref(attachment: Any) -> AttachmentRef:
+    return AttachmentRef(
+        attachment.filename, attachment.content_type, attachment.size, attachment.url
+    )
 
 
 async def _compose(
@@ -329,17 +448,19 @@ async def _compose(
     context: Context,
     memory: PromptMemory,
     event_id: str,
+    writing: Writing,
     *,
     wants_task: bool,
     deadline: float | None,
     last_attempt: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
-        text = await run_task(services, message, context, event_id, deadline)
+        text = await run_task(services, message, context, event_id, deadline, writing)
         if text:
             return text, False
+    carried = await writing.begin()
     try:
-        return await write_reply(services, context, memory), False
+        return await write_reply(services, message, context, memory, carried), False
     except ChatFailed as exc:
         if isinstance(exc, ChatUnavailable) and not last_attempt:
             # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
@@ -366,7 +487,8 @@ async def run_task(
     message: MessageCreate,
     context: Context,
     event_id: str,
-    deadline: float | None = None,
+    deadline: float | None,
+    writing: Writing,
 ) -> str | None:
     """The text the task path posts: the agent's answer, or the polite refusal past the
     person's hourly limit; None to write the normal reply. The agent runs at most once per
@@ -388,6 +510,7 @@ async def run_task(
         return None
     if not await _grant_task(services, message, event_id):
         return TASK_LIMITED
+    carried = await writing.begin()
     request = TaskRequest(
         channel_id=message.channel_id,
         requester_name=message.author_name,
@@ -395,6 +518,8 @@ async def run_task(
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
         requester_is_staff=is_staff(message, services.settings),
+        answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
+        attachments=tuple(carried.attachments),
     )
     answer = await services.agent.run(request, budget_s=budget_s)
     async with unit_of_work(services.sessions) as session:
@@ -419,13 +544,23 @@ async def _grant_task(services: Services, message: MessageCreate, event_id: str)
     return granted
 
 
-async def write_reply(services: Services, context: Context, memory: PromptMemory) -> str:
-    """The text path: assemble in the seed's order, generate."""
+async def write_reply(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    memory: PromptMemory,
+    carried: Carried | None = None,
+) -> str:
+    """The text path: assemble in the seed's order, generate. Images and files reach the
+    chat model here, as content blocks of the message's own turn."""
+    carried = carried or Carried([], [])
     prompt = assemble_prompt(
         channel_summary=memory.channel_summary,
         memory_block=memory.memory_block,
         conversation=context.conversation,
         persona=context.persona,
+        answering=carried.answering,
+        attached=content_blocks(message.author_name, carried.attachments),
     )
     return await services.chat.write(
         Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024
