@@ -255,10 +255,15 @@ async def history(
     memory_id: int | None = None,
     limit: int | None = None,
     before_id: int | None = None,
+    hide_reads_by: Collection[str] = (),
 ) -> list[LedgerRow]:
-    """The person's ledger rows (or one memory's), newest first, paged by id. Reading the
-    ledger is itself a logged read of that person's profile."""
+    """The person's ledger rows (or one memory's), newest first, paged by id, without the
+    reads of the actors in ``hide_reads_by``. Reading the ledger is itself a logged read of
+    that person's profile."""
     query = select(MemoryLog).where(MemoryLog.user_id == user_id)
+    if hide_reads_by:
+        hidden = MemoryLog.actor.in_(list(hide_reads_by)) & (MemoryLog.action == "read")
+        query = query.where(~hidden)
     if memory_id is not None:
         query = query.where(MemoryLog.memory_id == memory_id)
     if before_id is not None:
