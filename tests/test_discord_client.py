@@ -474,3 +474,13 @@ async def test_the_fake_can_hold_an_answer_back(rig: Rig) -> None:
     await client.trigger_typing(5)
     [slow, fast] = rig.fake.typing_in(5)
     assert fast.at - slow.at >= 0.3  # the second was sent only once the first was answered
+
+
+async def test_a_lookup_inside_a_turn_tries_twice_at_most(rig: Rig) -> None:
+    client = rig.client()
+    rig.fake.fail_next("GET /channels/9", 502, count=5)
+    with pytest.raises(DiscordUnavailable):
+        await client.get_channel(9)
+    with pytest.raises(DiscordUnavailable):
+        await client.get_message(9, 1)
+    assert [c.status for c in rig.fake.calls] == [502] * 4

@@ -98,7 +98,7 @@ async def test_the_memory_write_path_sees_an_attachment_by_name_only(stack: Stac
     assert "natto" in str(stack.model.requests[0])  # the reply itself could read it
 
 
-async def test_the_task_agents_message_carries_the_same_attachments(
+async def test_the_task_agents_message_carries_the_same_attachments_while_typing_shows(
     settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     jina = FakeJina()
@@ -129,6 +129,11 @@ async def test_the_task_agents_message_carries_the_same_attachments(
         )
         assert any("disk full on /var" in b.get("text", "") for b in blocks)
         assert stack.replies()[0]["content"] == "Your disk is full; clean /var."
+        typing = stack.discord.typing_in(300)
+        assert (
+            typing
+            and typing[-1].at < stack.discord.calls_to("POST", "/channels/300/messages")[0].at
+        )
         async with sessions() as session:
             stored = json.dumps((await session.scalars(select(AgentSession.history))).one())
         assert "screen.png" in stored and "deploy.log" in stored

@@ -25,6 +25,9 @@ USER_AGENT = "DiscordBot (https://github.com/companion-bot/companion-bot, 0.1)"
 REQUEST_TIMEOUT = 10.0
 # A typing call is cosmetic: one short attempt, never a retry that could outlive its purpose.
 TYPING_TIMEOUT = 5.0
+# Looking a message or a channel up runs inside a turn, before its reply: two short attempts.
+LOOKUP_ATTEMPTS = 2
+LOOKUP_TIMEOUT = 5.0
 # A 429 asking for a longer pause than this fails the call instead of parking a worker.
 MAX_RATE_LIMIT_WAIT = 60.0
 ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
@@ -166,13 +169,18 @@ class DiscordClient:
         ``DiscordMissingAccess`` when the bot may not read the channel."""
         template = "/channels/{channel_id}/messages/{message_id}"
         path = f"/channels/{channel_id}/messages/{message_id}"
-        data: dict[str, Any] = await self._request(_route("GET", template, path, channel_id))
+        route = _route("GET", template, path, channel_id)
+        data: dict[str, Any] = await self._request(
+            route, attempts=LOOKUP_ATTEMPTS, timeout_s=LOOKUP_TIMEOUT
+        )
         return data
 
     async def get_channel(self, channel_id: int) -> dict[str, Any]:
         """The channel object (a thread's carries its ``parent_id``)."""
         route = _route("GET", "/channels/{channel_id}", f"/channels/{channel_id}", channel_id)
-        data: dict[str, Any] = await self._request(route)
+        data: dict[str, Any] = await self._request(
+            route, attempts=LOOKUP_ATTEMPTS, timeout_s=LOOKUP_TIMEOUT
+        )
         return data
 
     async def open_dm(self, user_id: int) -> int:

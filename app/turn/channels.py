@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from app.channel import directory
-from app.channel.directory import DEFAULT, Rules
+from app.channel.directory import DEFAULT, Known, Rules
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import THREAD_TYPES, MessageCreate
@@ -30,26 +30,27 @@ async def channel_rules(services: Services, message: MessageCreate, *, mentioned
         inherits = here is None or not here.placed
         if inherits and not mentioned and not await directory.any_mode_set(session):
             return found  # nothing a parent could change for an unaddressed message
-    if inherits and await _place(services, channel_id, message.guild_id):
-        async with services.sessions() as session:
-            _, found = await directory.rules_for(session, channel_id)
+    if inherits:
+        found = await _place(services, here, channel_id, message.guild_id) or found
     await cache.put(channel_id, found)
     return found
 
 
-async def _place(services: Services, channel_id: int, guild_id: int) -> bool:
-    """Ask Discord what the channel is and record it; False when Discord would not say
-    (asked again once this process's cached rules expire)."""
+async def _place(
+    services: Services, here: Known | None, channel_id: int, guild_id: int
+) -> Rules | None:
+    """Ask Discord what the channel is, record it, and say what holds there now; None when
+    Discord would not say (asked again once this process's cached rules expire)."""
     try:
         channel = await services.discord.get_channel(channel_id)
     except DiscordError as exc:
         log.info("channel not looked up", extra={"error": type(exc).__name__})
-        return False
+        return None
     kind = channel.get("type")
     kind = kind if isinstance(kind, int) and not isinstance(kind, bool) else 0
-    parent = str(channel.get("parent_id") or "")
+    parent_text = str(channel.get("parent_id") or "")
     # A text channel's parent_id is its category: only a thread hangs under a channel.
-    parent_id = int(parent) if kind in THREAD_TYPES and parent.isdigit() else None
+    parent_id = int(parent_text) if kind in THREAD_TYPES and parent_text.isdigit() else None
     name = channel.get("name")
     async with unit_of_work(services.sessions) as session:
         await directory.record_channel(
@@ -60,4 +61,6 @@ async def _place(services: Services, channel_id: int, guild_id: int) -> bool:
             name=name if isinstance(name, str) else None,
             type_=kind,
         )
-    return True
+        parent = await directory.known(session, parent_id) if parent_id is not None else None
+    own = here.own if here is not None else directory.Own()
+    return directory.rules(channel_id, Known(channel_id, guild_id, parent_id, own), parent)

@@ -2,7 +2,9 @@
 
 Decide first, generate second, remember after. Every decision without an answer takes the
 conservative branch (react 👍, write the reply, no correction, no memory write), and every
-side effect is recorded per trigger so a retried job does it once."""
+side effect is recorded per trigger so a retried job does it once. Step 6 also applies the
+channel's mode (mention, free, off) and DMS_ENABLED; step 10 shows "typing…" while it writes
+and reads what the message carries (its reply chain, its attachments)."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from app.discord.attachments import AttachmentRef, Fetched, Named, Skip, content
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.inbound import steps
-from app.inbound.frames import MessageCreate
+from app.inbound.frames import Attachment, MessageCreate
 from app.inbound.steps import Step
 from app.kit.clock import jst_day, utcnow
 from app.memory import consent, runs
@@ -436,7 +438,7 @@ async def _attachments(services: Services, message: MessageCreate) -> list[Fetch
     return await services.attachments.fetch_all(refs)
 
 
-def _ref(attachment: Any) -> AttachmentRef:
+def _ref(attachment: Attachment) -> AttachmentRef:
     return AttachmentRef(
         attachment.filename, attachment.content_type, attachment.size, attachment.url
     )
