@@ -157,3 +157,12 @@ async def test_a_long_chain_stops_after_five_messages(stack: Stack) -> None:
     lines = chain_lines(stack)
     assert [line.rsplit('"hop ', 1)[1].rstrip('"') for line in lines] == ["2", "3", "4", "5", "6"]
     assert "the message being answered" in lines[-1]
+
+
+async def test_a_forwarded_message_is_not_a_reply(stack: Stack) -> None:
+    original = stack.discord.seed_message(CHANNEL, "forwarded words", author_id=BOB)
+    forward = message_create(content=f"{MENTION} look at this", reply_to_id=original)
+    forward["d"]["message_reference"]["type"] = 1  # FORWARD: Discord sends a snapshot instead
+    await stack.deliver(forward)
+    assert answering_block(stack) is None
+    assert stack.discord.calls_to("GET", f"/channels/{CHANNEL}/messages/") == []

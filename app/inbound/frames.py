@@ -55,7 +55,11 @@ class Member(_Model):
     roles: list[Snowflake] = Field(default_factory=list)
 
 
+FORWARD = 1  # a message_reference of this type forwards a message; 0 (DEFAULT) replies to it
+
+
 class MessageReference(_Model):
+    type: int = 0
     message_id: Snowflake | None = None
     channel_id: Snowflake | None = None
     guild_id: Snowflake | None = None

@@ -22,7 +22,7 @@ from app.channel.directory import Rules
 from app.channel.log import LoggedMessage
 from app.db import unit_of_work
 from app.discord.errors import DiscordError, DiscordMissingAccess, DiscordNotFound
-from app.inbound.frames import MessageCreate
+from app.inbound.frames import FORWARD, MessageCreate
 from app.memory import consent
 from app.services import Services
 from app.turn.prompt import Quoted
@@ -42,8 +42,9 @@ async def reply_chain(services: Services, message: MessageCreate, rules: Rules) 
     """The chain oldest first, ending with the message being answered; [] when the message
     is not a reply (or the replied-to message may not be shown)."""
     target = message.reply_to_id
-    if target is None:
-        return []
+    reference = message.message_reference
+    if target is None or (reference is not None and reference.type == FORWARD):
+        return []  # a forward carries its own snapshot; it answers nothing
     allowed = {message.channel_id} | ({rules.parent_id} if rules.parent_id else set())
     ref: _Ref | None = _Ref(target, message.reply_to_channel_id)
     hops: list[LoggedMessage] = []
