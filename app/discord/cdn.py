@@ -80,7 +80,7 @@ class AttachmentFetcher:
             return Named(ref, Skip.SIZE)
         except _OffTheList:
             return Named(ref, Skip.HOST)
-        except (TimeoutError, httpx.HTTPError, _Failed) as exc:
+        except (TimeoutError, httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, _Failed) as exc:
             log.warning("attachment not fetched", extra={"error": type(exc).__name__})
             return Named(ref, Skip.FAILED)
         if planned.kind is Kind.IMAGE:
