@@ -19,10 +19,12 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.kit.env import describe, weak_secret
+from app.kit.hosts import parse_host
 
 DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEFAULT_JEV_MODEL = "claude-haiku-5-5"
 DEFAULT_REACTION_EMOJIS = ("👍", "❤️", "😂", "😮", "🙏", "🎉", "👀")
+DEFAULT_ATTACHMENT_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
 
 
 class SandboxBackend(StrEnum):
@@ -68,6 +70,12 @@ class Settings(BaseSettings):
     discord_bot_user_id: int | None = None
     discord_gateway_url: str | None = None
     webhook_url: str = "http://localhost:8000/webhook"
+    # The only hosts attachments are fetched from (https; http only for a loopback host).
+    discord_attachment_hosts: StrList = Field(
+        default_factory=lambda: list(DEFAULT_ATTACHMENT_HOSTS)
+    )
+    # Whether the bot converses in DMs; `!memory …` and `!forgetme` work there either way.
+    dms_enabled: bool = True
 
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
@@ -137,10 +145,23 @@ class Settings(BaseSettings):
 
     worker_metrics_port: int = 9100
 
-    @field_validator("staff_role_ids", "staff_user_ids", "reaction_emojis", mode="before")
+    @field_validator(
+        "staff_role_ids",
+        "staff_user_ids",
+        "reaction_emojis",
+        "discord_attachment_hosts",
+        mode="before",
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("discord_attachment_hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            parse_host(entry)  # a ValueError names the entry (a host name, never a secret)
+        return [entry.strip().lower() for entry in value]
 
     @field_validator("reaction_emojis")
     @classmethod

@@ -14,9 +14,11 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.admin.auth import AdminGate
+from app.admin.channels import router as channels_router
 from app.admin.endpoints import router as admin_router
 from app.admin.inbox import router as inbox_admin_router
 from app.admin.people import router as people_router
+from app.channel.directory import rules_cache
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
 from app.inbound.endpoints import routes as inbound_routes
@@ -24,6 +26,7 @@ from app.inbound.inbox import InboxWriter, enqueue_events
 from app.kit.arqueue import create_queue
 from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging
+from app.wiring import version_redis
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -35,12 +38,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = create_engine(config.database_url, pool_size=10)
         queue = create_queue(config.redis_url)
         inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
+        versions = version_redis(config.redis_url)
         app.state.settings = config
         app.state.gateway_tokens = gateway_tokens(config)
         app.state.engine = engine
         app.state.sessions = create_session_factory(engine)
         app.state.queue = queue
         app.state.inbox = inbox
+        app.state.channel_rules = rules_cache(versions)  # for its invalidation
         inbox.start()
         if settings is None:  # the API process itself, not an app a test or the dev stack made
             freeze_startup_objects()
@@ -48,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await inbox.stop()
+            await versions.aclose()
             await queue.close()
             await engine.dispose()
 
@@ -56,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin_router)
     app.include_router(people_router)
     app.include_router(inbox_admin_router)
+    app.include_router(channels_router)
     app.add_middleware(AdminGate)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])

@@ -55,25 +55,41 @@ def style_section(text: str) -> str:
     return ""
 
 
-def compose_persona(text: str, style_override: str | None) -> str:
-    """The persona with only the style section's body replaced by ``style_override``."""
+def channel_note(channel_persona: str) -> str:
+    """A channel's persona addition as a paragraph of the style section: plain text that can
+    open no heading of its own (so it can never become or replace the core)."""
+    return f"In this channel, the operators add:\n{clean_style(channel_persona)}"
+
+
+def compose_persona(
+    text: str, style_override: str | None, channel_persona: str | None = None
+) -> str:
+    """The persona with only the style section's body replaced by ``style_override``, and
+    ``channel_persona`` (this channel's addition) appended to that section's body."""
     text = strip_comments(text)
-    if style_override is None or not clean_style(style_override):
+    override = clean_style(style_override) if style_override is not None else ""
+    addition = channel_note(channel_persona) if channel_persona and channel_persona.strip() else ""
+    if not override and not addition:
         return text.strip()
-    body = clean_style(style_override)
     parts: list[str] = []
-    replaced = False
+    placed = False
     for heading, lines in _sections(text):
-        if _is_style(heading) and not replaced:
+        if _is_style(heading) and not placed:
+            body = override or "\n".join(lines[1:]).strip()
+            body = "\n\n".join(p for p in (body, addition) if p)
             parts.append(f"{lines[0]}\n\n{body}\n")
-            replaced = True
+            placed = True
         else:
             parts.append("\n".join(lines))
-    if not replaced:
+    if not placed:
+        body = "\n\n".join(p for p in (override, addition) if p)
         parts.append(f"\n## {STYLE_HEADING}\n\n{body}\n")
     return "\n".join(parts).strip()
 
 
-def load_persona(path: str | Path, style_override: str | None) -> str:
-    """Read the persona file fresh (it is rebuilt every turn) and apply the override."""
-    return compose_persona(Path(path).read_text(encoding="utf-8"), style_override)
+def load_persona(
+    path: str | Path, style_override: str | None, channel_persona: str | None = None
+) -> str:
+    """Read the persona file fresh (it is rebuilt every turn), apply the override and this
+    channel's addition."""
+    return compose_persona(Path(path).read_text(encoding="utf-8"), style_override, channel_persona)

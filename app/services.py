@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.chat.base import ChatModel
@@ -10,10 +10,16 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.base import Decider
 from app.kit.queue import JobQueue
+from app.kit.versioned import Unshared, VersionedCache
 
 if TYPE_CHECKING:
     from app.agent import TaskAgent
+    from app.channel.directory import Rules
+    from app.discord.cdn import AttachmentFetcher
     from app.discord.client import DiscordClient
+
+# A replied-to message Discord would not give us (403/404) is not asked for again this long.
+MISSING_MESSAGE_TTL_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -27,3 +33,11 @@ class Services:
     bot_user_id: int
     bot_name: str = "bot"
     agent: TaskAgent | None = None
+    # Attachments of addressed messages (None: they are only named to the model).
+    attachments: AttachmentFetcher | None = None
+    # Channel rules (mode, persona, a thread's parent) per process; uncached by default.
+    channel_rules: VersionedCache[int, Rules] = field(default_factory=lambda: VersionedCache(None))
+    # Replied-to messages Discord refused or lost, by id.
+    missing_messages: VersionedCache[int, bool] = field(
+        default_factory=lambda: VersionedCache(Unshared(), ttl_s=MISSING_MESSAGE_TTL_S)
+    )

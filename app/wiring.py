@@ -6,12 +6,16 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
+from redis.asyncio import Redis
 
 from app.agent import build_agent
+from app.channel.directory import rules_cache
 from app.chat.anthropic import AnthropicChat, build_anthropic
 from app.config import SandboxBackend, Settings
 from app.db import create_engine, create_session_factory
 from app.decision.factory import build_decider
+from app.discord.attachments import AllowedHosts
+from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
 from app.kit.arqueue import create_queue
 from app.kit.queue import JobQueue
@@ -39,6 +43,8 @@ async def open_services(
         )
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
+        versions = version_redis(settings.redis_url)
+        stack.push_async_callback(versions.aclose)
         bot_id, bot_name = await _identity(settings, discord)
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
@@ -54,7 +60,19 @@ async def open_services(
             bot_user_id=bot_id,
             bot_name=bot_name,
             agent=agent,
+            attachments=AttachmentFetcher(
+                http, AllowedHosts.parse(settings.discord_attachment_hosts)
+            ),
+            channel_rules=rules_cache(versions),
         )
+
+
+def version_redis(redis_url: str) -> Redis:
+    """A small client for cache versions: a slow or absent Redis only means no caching."""
+    client: Redis = Redis.from_url(
+        redis_url, socket_connect_timeout=1.0, socket_timeout=1.0, max_connections=8
+    )
+    return client
 
 
 async def _identity(settings: Settings, discord: DiscordClient) -> tuple[int, str]:

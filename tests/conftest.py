@@ -21,6 +21,7 @@ from alembic import command
 from app.config import Settings
 from app.db import SessionFactory, create_engine, create_session_factory
 from app.models import Base
+from tests.support.stack import Stack, running_stack
 from tests.support.trust_env import World, trust_world
 
 PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
@@ -102,4 +103,14 @@ async def world(
 ) -> AsyncIterator[World]:
     """The whole stack for the privacy tests (tests/support/trust_env.py)."""
     async with trust_world(settings, monkeypatch) as running:
+        yield running
+
+
+@pytest.fixture
+async def stack(
+    settings: Settings, sessions: SessionFactory, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    """The whole bot on real ports with the fakes beside it (tests/support/stack.py); a
+    module defining its own ``stack`` (other settings, another stack) overrides this one."""
+    async with running_stack(settings, monkeypatch) as running:
         yield running

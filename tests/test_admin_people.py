@@ -79,6 +79,22 @@ async def test_the_ledger_is_paged_by_id_newest_first_and_reading_it_is_logged(
     assert len(await admin_reads(sessions)) == 2
 
 
+async def test_the_ledger_can_leave_out_the_consoles_own_reads(
+    world: World, sessions: SessionFactory
+) -> None:
+    await world.tell(ALICE, "I keep bees on the roof")
+    for _ in range(3):  # a console refreshing: each read is itself a ledger row
+        await world.admin("GET", f"/users/{ALICE}/memories")
+    everything = (await world.admin("GET", f"/users/{ALICE}/memory-log")).json()["rows"]
+    shown = await world.admin(
+        "GET", f"/users/{ALICE}/memory-log", params={"hideAdminReads": "true"}
+    )
+    rows = shown.json()["rows"]
+    assert {row["actor"] for row in everything} >= {"admin", "extraction"}
+    assert rows and "admin" not in {row["actor"] for row in rows}
+    assert [r["id"] for r in rows] == [r["id"] for r in everything if r["actor"] != "admin"]
+
+
 async def test_erase_is_the_forgetme_erasure_run_by_the_worker_with_its_receipt(
     world: World, sessions: SessionFactory
 ) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.inbound.frames import Event, parse_dispatch
+from app.inbound.frames import Event, FrameError, parse_dispatch
 from tests.support.frames import frame, message_create, reaction_add
 
 SESSION = "3f1a9c0e7b2d4c58a6e0f19b2d3c4e5f"
@@ -81,3 +81,28 @@ def test_a_resume_replays_the_same_id_and_a_re_add_gets_a_new_one() -> None:
     assert dedupe(added) != dedupe(added, session="another-session-id")
     # Without a session the re-add cannot be told from a replay: the content is the same.
     assert dedupe(added, None) == dedupe(re_added, None)
+
+
+THREAD = {"id": "77", "parent_id": "300", "guild_id": "500", "name": "plans", "type": 11}
+
+
+def test_a_thread_is_created_once_whatever_the_session() -> None:
+    created = frame("THREAD_CREATE", THREAD)
+    assert dedupe(created) == dedupe(created, None) == "thread-create:77"
+    assert dedupe({**created, "s": 99}, "another-session-id") == "thread-create:77"
+
+
+def test_a_thread_update_is_keyed_by_its_place_or_else_by_what_it_says() -> None:
+    updated = frame("THREAD_UPDATE", THREAD)
+    assert dedupe(updated) == f"thread-update@{SESSION}:44"
+    moved = frame("THREAD_UPDATE", {**THREAD, "parent_id": "301"})
+    assert dedupe(updated, None).startswith("thread-update:77:")
+    assert dedupe(updated, None) != dedupe(moved, None)
+
+
+@pytest.mark.parametrize("missing", ["id", "parent_id"])
+def test_a_thread_event_without_its_ids_is_refused(missing: str) -> None:
+    d = {k: v for k, v in THREAD.items() if k != missing}
+    with pytest.raises(FrameError) as refused:
+        parse_dispatch(frame("THREAD_CREATE", d))
+    assert refused.value.problems[0]["field"] == f"d.{missing}"

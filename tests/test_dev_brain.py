@@ -8,6 +8,7 @@ import pytest
 
 from app.dev import brain
 from app.dev.models import RULES
+from app.discord.attachments import AttachmentRef, Image, TextFile, content_blocks
 
 CONVERSATION = (
     "Conversation (lines tagged [bot, context only] are the bot's own words and are never "
@@ -148,3 +149,66 @@ def test_the_reply_uses_the_memory_block_and_answers_the_last_person() -> None:
 def test_a_statement_is_acknowledged_in_the_reply() -> None:
     text = brain.reply(["persona"], [{"role": "user", "content": "Bob: I'm a nurse"}])
     assert text == "Thanks for telling me, Bob! I'll remember that: Bob is a nurse."
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("私は京都に住んでいます", "Aliceは京都に住んでいます。"),
+        ("<@1100000000000000100> 抹茶が好き", "Aliceは抹茶が好きです。"),
+        ("わたしは抹茶が大好きです！", "Aliceは抹茶が大好きです。"),
+        ("私の猫はミソです", "Aliceの猫はミソです。"),
+        ("僕は大阪で働いています", "Aliceは大阪で働いています。"),
+        ("私は学生です", "Aliceは学生です。"),
+    ],
+)
+def test_a_japanese_first_person_statement_becomes_a_note(said: str, fact: str) -> None:
+    found = brain.statement("Alice", said)
+    assert found is not None and found.fact == fact
+
+
+@pytest.mark.parametrize(
+    "said", ["京都に住んでいますか？", "こんにちは", "私は元気です", "抹茶は好き？"]
+)
+def test_japanese_questions_greetings_and_small_talk_are_not_notes(said: str) -> None:
+    assert brain.statement("Alice", said) is None
+
+
+@pytest.mark.parametrize(
+    ("said", "note", "verdict"),
+    [
+        ("私は大阪に住んでいます", "Aliceは京都に住んでいます。", "update"),
+        ("もう抹茶が好きじゃない", "Aliceは抹茶が好きです。", "delete"),
+        ("ほうじ茶が好き", "Aliceは抹茶が好きです。", "keep"),
+        ("私の猫はタマです", "Aliceの猫はミソです。", "update"),
+    ],
+)
+def test_japanese_contradictions_update_or_delete(said: str, note: str, verdict: str) -> None:
+    assert brain.memory_verdict(verdict_prompt(said, note)) == verdict
+
+
+def test_a_japanese_speaker_is_answered_in_japanese_with_what_is_remembered() -> None:
+    system = ["What you remember (…):\n\nAbout Alice:\n- Aliceは京都に住んでいます。", "persona"]
+    asked = [{"role": "user", "content": "Alice: 私のこと覚えてる？"}]
+    assert (
+        brain.reply(system, asked) == "Aliceさんについて覚えていること：Aliceは京都に住んでいます。"
+    )
+    told = [{"role": "user", "content": "Alice: 抹茶が好き"}]
+    assert (
+        brain.reply(["persona"], told)
+        == "教えてくれてありがとう、Aliceさん！覚えておくね：Aliceは抹茶が好きです。"
+    )
+    assert brain.emoji_enough(decision("こんにちは！")) is True
+
+
+def test_the_reply_says_what_it_saw_of_an_image_and_a_text_file() -> None:
+    cat = AttachmentRef("cat.png", "image/png", 1000, "https://cdn.discordapp.com/cat.png")
+    notes = AttachmentRef("notes.txt", "text/plain", 11, "https://cdn.discordapp.com/notes.txt")
+    seen = [Image(cat, "image/png", b"\x89PNG...."), TextFile(notes, "milk\neggs\n", False)]
+    line = "Alice: look [attached: cat.png (image/png, 1000 B); notes.txt (text/plain, 11 B)]"
+    content = [{"type": "text", "text": line}, *content_blocks("Alice", seen)]
+    text = brain.reply(["persona"], [{"role": "user", "content": content}])
+    assert text == (
+        "I hear you, Alice. Tell me what you like, and I'll remember it. "
+        "I can see your image: cat.png. I read notes.txt (2 lines); it starts: “milk”."
+    )

@@ -420,3 +420,67 @@ async def test_fake_rejects_content_over_2000_characters(rig: Rig) -> None:
     )
     assert response.status_code == 400 and response.json()["code"] == 50035
     assert rig.fake.posted == []
+
+
+# -- typing, fetching a message or a channel ---------------------------------------------------
+
+
+async def test_typing_is_one_short_attempt_in_its_own_bucket(rig: Rig) -> None:
+    client = rig.client()
+    await client.trigger_typing(42)
+    assert [(c.method, c.path, c.status) for c in rig.fake.calls] == [
+        ("POST", "/channels/42/typing", 204)
+    ]
+    rig.fake.fail_next("POST /channels/42/typing", 502, count=3)
+    with pytest.raises(DiscordUnavailable):
+        await client.trigger_typing(42)
+    assert len(rig.fake.typing_in(42)) == 2  # no retry after the 502
+    assert rig.time.waits == []
+
+
+async def test_a_message_is_fetched_as_discord_has_it_or_not_found(rig: Rig) -> None:
+    client = rig.client()
+    first = rig.fake.seed_message(7, "the question", author_id=55, username="bob")
+    reply = rig.fake.seed_message(7, "the answer", author_id=56, reply_to=first, guild_id=9)
+    fetched = await client.get_message(7, reply)
+    assert fetched["content"] == "the answer" and fetched["author"]["id"] == "56"
+    assert fetched["message_reference"] == {
+        "message_id": str(first),
+        "channel_id": "7",
+        "guild_id": "9",
+    }
+    with pytest.raises(DiscordNotFound):
+        await client.get_message(8, first)  # not in that channel
+    rig.fake.missing_access.add(7)
+    with pytest.raises(DiscordMissingAccess):
+        await client.get_message(7, first)
+
+
+async def test_a_thread_names_its_parent_and_an_unknown_channel_is_not_found(rig: Rig) -> None:
+    client = rig.client()
+    rig.fake.add_thread(77, parent_id=300, guild_id=500, name="plans")
+    thread = await client.get_channel(77)
+    assert (thread["type"], thread["parent_id"], thread["guild_id"]) == (11, "300", "500")
+    assert (await client.get_channel(300))["type"] == 0  # a plain text channel
+    rig.fake.unknown_channels.add(78)
+    with pytest.raises(DiscordNotFound):
+        await client.get_channel(78)
+
+
+async def test_the_fake_can_hold_an_answer_back(rig: Rig) -> None:
+    client = rig.client()
+    rig.fake.delay_next("POST /channels/5/typing", 0.3)
+    await client.trigger_typing(5)
+    await client.trigger_typing(5)
+    [slow, fast] = rig.fake.typing_in(5)
+    assert fast.at - slow.at >= 0.3  # the second was sent only once the first was answered
+
+
+async def test_a_lookup_inside_a_turn_tries_twice_at_most(rig: Rig) -> None:
+    client = rig.client()
+    rig.fake.fail_next("GET /channels/9", 502, count=5)
+    with pytest.raises(DiscordUnavailable):
+        await client.get_channel(9)
+    with pytest.raises(DiscordUnavailable):
+        await client.get_message(9, 1)
+    assert [c.status for c in rig.fake.calls] == [502] * 4

@@ -51,9 +51,20 @@ ADMIN_OPERATIONS = {
     "GET /erasures/{erasure_id}",
     "GET /inbox/dead",
     "POST /inbox/{event_id}/replay",
+    "GET /channels/{channel_id}/settings",
+    "PUT /channels/{channel_id}/settings",
 }
 # What an admin request may change, fingerprinted row by row.
-TABLES = ["nightly_runs", "memories", "memory_log", "style_overrides", "pins", "inbox", "erasures"]
+TABLES = [
+    "nightly_runs",
+    "memories",
+    "memory_log",
+    "style_overrides",
+    "pins",
+    "inbox",
+    "channels",
+    "erasures",
+]
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -58,7 +58,7 @@ async def test_a_fifteen_minute_discord_outage_loses_no_reply(
     elapsed = timedelta()  # simulated time since the first attempt started
     failed = 0
     while elapsed < OUTAGE:  # Discord answers 503 to every post until the outage ends
-        stack.discord.fail_next("POST /channels", 503, count=POST_TRIES)
+        stack.discord.fail_next("POST /channels/300/messages", 503, count=POST_TRIES)
         before = await db_now(sessions)
         await drain(stack.settings)
         failed += 1
@@ -78,7 +78,7 @@ async def test_a_fifteen_minute_discord_outage_loses_no_reply(
     assert failed > OLD_GIVE_UP and failed < MAX_ATTEMPTS
     [reply] = stack.replies()
     assert reply["content"] == "Hello from the model!"
-    assert len(stack.discord.calls_to("POST", "/channels/")) == failed * POST_TRIES + 1
+    assert len(stack.discord.calls_to("POST", "/channels/300/messages")) == failed * POST_TRIES + 1
     assert len(stack.model.requests) == 1  # the text was fixed once, then re-posted
     assert len(stack.discord.reactions) == 1
     row = await inbox_row(sessions, event_id)
@@ -144,7 +144,7 @@ async def test_the_last_attempt_failing_dead_letters_the_event_and_a_replay_answ
     event_id = frame["d"]["id"]
     await stack.post(frame)
     await set_row(sessions, event_id, attempts=MAX_ATTEMPTS - 1)  # the earlier attempts failed
-    stack.discord.fail_next("POST /channels", 503, count=POST_TRIES)
+    stack.discord.fail_next("POST /channels/300/messages", 503, count=POST_TRIES)
     dead_before = sample("inbox_dead_lettered_total")
     await drain(stack.settings)
 
@@ -192,7 +192,7 @@ async def test_after_forgetme_her_dead_letters_and_waiting_retries_never_run_aga
     for frame in (dead, waiting, others):
         await stack.post(frame)
     await set_row(sessions, dead["d"]["id"], attempts=MAX_ATTEMPTS - 1)
-    stack.discord.fail_next("POST /channels", 503, count=3 * POST_TRIES)
+    stack.discord.fail_next("POST /channels/300/messages", 503, count=3 * POST_TRIES)
     await drain(stack.settings)  # her two fail (one dead now, one waiting), and so does his
     assert (await inbox_row(sessions, dead["d"]["id"])).dead_at is not None
     assert (await inbox_row(sessions, waiting["d"]["id"])).next_attempt_at is not None

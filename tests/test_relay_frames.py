@@ -57,6 +57,8 @@ def test_channel_key_is_the_channel_id_or_a_shared_fallback() -> None:
     assert channel_key({"id": "9"}) == NO_CHANNEL
     assert channel_key(None) == NO_CHANNEL
     assert channel_key({"channel_id": None}) == NO_CHANNEL
+    # A thread's creation or update travels in the lane of the thread's own messages.
+    assert channel_key({"id": "77", "parent_id": "300", "type": 11}) == "77"
 
 
 def test_event_id_names_the_message_for_every_handled_shape() -> None:

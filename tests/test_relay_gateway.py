@@ -38,6 +38,7 @@ from tests.support.relay_fakes import (
     message,
     reaction,
     relay_settings,
+    thread,
 )
 from tests.support.servers import free_port, serve
 
@@ -109,8 +110,11 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
                     "MESSAGE_DELETE_BULK", 13, {"ids": ["1", "2"], "channel_id": "20"}
                 ),
                 await second.dispatch("MESSAGE_CREATE", 14, message(200, channel="20")),
+                # Thread events come with the GUILDS intent, in the thread's own lane.
+                await second.dispatch("THREAD_CREATE", 15, thread(30, parent="20")),
+                await second.dispatch("THREAD_UPDATE", 16, thread(30, parent="20")),
             ]
-            await webhook.until(9)
+            await webhook.until(11)
             stop.set()
             assert await asyncio.wait_for(relay, 5) == []
 
@@ -126,7 +130,7 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
     assert rest_calls == [f"Bot {BOT_TOKEN}"]  # asked once; the resume used resume_gateway_url
     assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
     assert metrics.value("relay_frames_received_total", shard="0", t="TYPING_START") == 1
-    assert metrics.value("relay_frames_forwarded_total") == 9
+    assert metrics.value("relay_frames_forwarded_total") == 11
 
 
 async def test_every_frame_carries_its_gateway_session_kept_by_resume_renewed_by_identify() -> None:

@@ -234,7 +234,7 @@ async def test_turn_killed_between_reaction_and_reply_replies_once_on_retry(
 async def test_post_accepted_but_response_lost_does_not_post_twice(
     stack: Stack, sessions: SessionFactory
 ) -> None:
-    stack.discord.fail_next("POST /channels", 500, after=True, count=4)
+    stack.discord.fail_next("POST /channels/300/messages", 500, after=True, count=4)
     frame = message_create(content=f"{MENTION} hello?")
     await stack.post(frame)
     await drain(stack.settings)  # the job fails: Discord looked down

@@ -17,7 +17,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.admin.deps import get_app_settings
 from app.config import Settings
 
-ADMIN_PATHS = ("/memory/rollback", "/nightly/", "/users/", "/memories/", "/inbox/")
+ADMIN_PATHS = (
+    "/memory/rollback",
+    "/nightly/",
+    "/users/",
+    "/memories/",
+    "/inbox/",
+    "/channels/",
+)
 DISABLED = "admin API disabled: ADMIN_SECRET is not set"
 UNAUTHORIZED = "missing or wrong admin bearer token"
 

@@ -91,10 +91,22 @@ async def user_memory_log(
     user_id: Snowflake,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description="rows older")] = None,
+    hide_admin_reads: Annotated[
+        bool,
+        Query(
+            alias="hideAdminReads",
+            description="leave out the reads logged by these admin endpoints themselves",
+        ),
+    ] = False,
 ) -> LedgerPage:
     async with unit_of_work(sessions) as session:
         rows = await store.history(
-            session, Why(ADMIN, "inspect ledger"), user_id=user_id, limit=limit, before_id=before
+            session,
+            Why(ADMIN, "inspect ledger"),
+            user_id=user_id,
+            limit=limit,
+            before_id=before,
+            hide_reads_by=[ADMIN] if hide_admin_reads else [],
         )
     next_before = rows[-1].id if len(rows) == limit else None
     return LedgerPage(rows=[_row(r) for r in rows], next_before=next_before)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+
+from app.channel.directory import MAX_PERSONA_CHARS, clean_persona
 
 
 class CamelModel(BaseModel):
@@ -199,6 +201,43 @@ class ReplayQueuedBody(CamelModel):
 class NotDeadBody(CamelModel):
     detail: str = "the event is not dead: it is pending or handled"
     event_id: str
+
+
+ChannelMode = Literal["mention", "free", "off"]
+
+
+class OwnChannelSettings(CamelModel):
+    mode: ChannelMode | None = Field(description="set on this channel itself; null: not set")
+    persona: str | None = Field(description="set on this channel itself; null: not set")
+
+
+class ChannelSettingsBody(CamelModel):
+    """What holds in the channel: its own settings, else its parent's (a thread), else the
+    default (`mention`, no persona)."""
+
+    channel_id: str
+    mode: ChannelMode
+    persona: str | None = Field(description="added to the persona's style section here")
+    parent_id: str | None = Field(description="the parent channel, for a thread")
+    own: OwnChannelSettings
+
+
+class ChannelSettingsUpdate(CamelModel):
+    """The same settings as `!bot channel mode|persona`. A field left out is unchanged;
+    null unsets it (a thread then follows its parent, a channel the default)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, strict=True, extra="forbid"
+    )
+
+    mode: ChannelMode | None = None
+    persona: str | None = Field(default=None, min_length=1, max_length=MAX_PERSONA_CHARS)
+
+    @field_validator("persona")
+    @classmethod
+    def _plain_text(cls, value: str | None) -> str | None:
+        # As stored: control characters out; nothing left is refused like an empty one.
+        return clean_persona(value) if value is not None else None
 
 
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {

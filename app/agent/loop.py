@@ -140,9 +140,11 @@ class TaskAgent:
             log.warning("task agent gave no usable text", extra={"stop_reason": stop_reason})
             return None
         turn.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
+        # The session keeps the request with its attachments named, not their bytes or text.
+        kept = [{"role": "user", "content": task_message(request, with_content=False)}, *turn[1:]]
         try:
             await self._store.append(
-                request.channel_id, turn, authors=request.author_ids, since=request.since
+                request.channel_id, kept, authors=request.author_ids, since=request.since
             )
         except Exception:
             # The answer is good; only the next task's memory of it is lost.

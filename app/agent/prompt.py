@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.discord.attachments import Fetched, content_blocks
+
 TASK_RULES = (
     "You are handling a task a member asked for in a Discord channel. Use the tools when they "
     "help; a tool error means that attempt failed, so try another way or say what you could "
@@ -23,6 +25,10 @@ class TaskRequest:
     persona: str  # full persona system text, added as system prompt every turn
     # Staff may use run_command on the unsandboxed local backend; nobody else may.
     requester_is_staff: bool = False
+    # The message being answered when the request is a reply ("Name: text"), oldest first.
+    answering: tuple[str, ...] = ()
+    # What the request carries: the same images and files the written reply would see.
+    attachments: tuple[Fetched, ...] = ()
     # Provenance: whose words the request carries (the requester and the lines' authors),
     # and when the turn began; the session keeps the turn only while none of them is erased.
     author_ids: frozenset[int] = frozenset()
@@ -34,13 +40,28 @@ def system_blocks(persona: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": TASK_RULES}, {"type": "text", "text": persona}]
 
 
-def task_message(request: TaskRequest) -> str:
-    """The last ten lines of the channel and a sentence naming the request and who asked."""
+def task_message(request: TaskRequest, *, with_content: bool = True) -> str | list[dict[str, Any]]:
+    """The last ten lines of the channel and a sentence naming the request and who asked,
+    then what the request carries. ``with_content=False``: attachments by name only (what
+    the stored session keeps)."""
     lines = "\n".join(request.recent_lines[-10:]) or "(no earlier messages)"
-    return (
-        f"Recent messages in this channel, oldest first:\n{lines}\n\n"
+    answering = (
+        "It replies to this message (after the earlier ones of its chain):\n"
+        + "\n".join(request.answering)
+        + "\n\n"
+        if request.answering
+        else ""
+    )
+    text = (
+        f"Recent messages in this channel, oldest first:\n{lines}\n\n{answering}"
         f"{request.requester_name} asked you to do this: {request.request}"
     )
+    if not request.attachments:
+        return text
+    attached = content_blocks(
+        request.requester_name, request.attachments, with_content=with_content
+    )
+    return [{"type": "text", "text": text}, *attached]
 
 
 def final_text(content: list[dict[str, Any]]) -> str:

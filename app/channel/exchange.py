@@ -35,6 +35,17 @@ class Line:
     content: str
     message_id: int | None = None  # the logged message (provenance), when there is one
     channel_id: int | None = None
+    # What the message carried, by name only: a file's content never reaches the write path,
+    # so no memory is ever made from what a person attached but did not say.
+    attachments: tuple[str, ...] = ()
+
+    @property
+    def shown(self) -> str:
+        """The text with its attachments named after it."""
+        if not self.attachments:
+            return self.content
+        named = "; ".join(self.attachments)
+        return f"{self.content} [attached: {named}]" if self.content else f"[attached: {named}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +74,7 @@ class Exchange:
         ]
 
     def render(self) -> str:
-        return "\n".join(f"{line.author_name}: {line.content}" for line in self.lines)
+        return "\n".join(f"{line.author_name}: {line.shown}" for line in self.lines)
 
     @property
     def usable(self) -> bool:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from app.channel.exchange import Line, Place
+from app.discord.attachments import described, stored_names
 from app.inbound.frames import MessageCreate, MessageUpdate, mentions_in
 from app.kit.sql import any_array, mention_pattern
 from app.models.messages import Message, MessageTombstone
@@ -33,6 +34,7 @@ class LoggedMessage:
     reply_to_id: int | None
     created_at: datetime
     deleted: bool = False
+    attachments: tuple[str, ...] = ()  # what was attached, by name (e.g. "a.png (image/png, 3 KB)")
 
 
 def line_of(message: LoggedMessage) -> Line:
@@ -44,6 +46,7 @@ def line_of(message: LoggedMessage) -> Line:
         message.content,
         message_id=message.id,
         channel_id=message.channel_id,
+        attachments=message.attachments,
     )
 
 
@@ -59,6 +62,7 @@ def _plain(row: Message) -> LoggedMessage:
         reply_to_id=row.reply_to_id,
         created_at=row.created_at,
         deleted=row.deleted_at is not None,
+        attachments=described(row.attachments or []),
     )
 
 
@@ -93,6 +97,7 @@ async def log_message(session: AsyncSession, message: MessageCreate) -> LoggedMe
             created_at=message.timestamp,
             edited_at=tombstone.edited_at if tombstone is not None else None,
             deleted_at=tombstone.deleted_at if tombstone is not None else None,
+            attachments=stored_names(message.attachments),
         )
         .on_conflict_do_nothing(index_elements=[Message.id])
     )

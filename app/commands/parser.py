@@ -2,7 +2,8 @@
 
 `!memory show|show all|why <id>|export|pause|resume|forget <id>|forget all` (also as
 `@bot memory …`), `!forgetme`, and the staff commands
-`!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>`."""
+`!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>` and
+`!bot channel [mode <mention|free|off> | persona <text> | persona clear]`."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from app.channel.directory import Mode
+
 MEMORY_USAGE = (
     "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, `!memory export`, "
     "`!memory pause`, `!memory resume`, `!memory forget <id>`, `!memory forget all`."
 )
 STAFF_USAGE = (
     "Usage: `!bot memory <user>`, `!bot forget-fact <id>`, "
-    "`!bot pin <channel|global> <fact>`, `!bot unpin <id>`."
+    "`!bot pin <channel|global> <fact>`, `!bot unpin <id>`, `!bot channel`, "
+    "`!bot channel mode <mention|free|off>`, `!bot channel persona <text>`, "
+    "`!bot channel persona clear`."
 )
 
 
@@ -82,6 +87,21 @@ class StaffUnpin:
 
 
 @dataclass(frozen=True, slots=True)
+class StaffChannelShow:
+    """`!bot channel`: what holds in this channel."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaffChannelMode:
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class StaffChannelPersona:
+    text: str | None  # None: clear it
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """An unknown or malformed sub-command: answer with the usage line."""
 
@@ -97,7 +117,15 @@ MemoryCommand = (
     | MemoryForget
     | MemoryForgetAll
 )
-StaffCommand = StaffMemory | StaffForgetFact | StaffPin | StaffUnpin
+StaffCommand = (
+    StaffMemory
+    | StaffForgetFact
+    | StaffPin
+    | StaffUnpin
+    | StaffChannelShow
+    | StaffChannelMode
+    | StaffChannelPersona
+)
 Command = MemoryCommand | StaffCommand | ForgetMe | Usage
 
 _ID = re.compile(r"\d{1,19}")
@@ -164,6 +192,8 @@ def _staff(rest: str) -> StaffCommand | Usage:
         return StaffForgetFact(memory_id)
     if sub == "unpin" and (pin_id := _an_id(arg)) is not None:
         return StaffUnpin(pin_id)
+    if sub == "channel":
+        return _channel(arg)
     if sub == "pin":
         scope_fact = arg.split(maxsplit=1)
         if len(scope_fact) == 2 and scope_fact[0].lower() in ("channel", "global"):
@@ -171,4 +201,18 @@ def _staff(rest: str) -> StaffCommand | Usage:
                 "channel" if scope_fact[0].lower() == "channel" else "global"
             )
             return StaffPin(scope, scope_fact[1].strip())
+    return Usage(STAFF_USAGE)
+
+
+def _channel(arg: str) -> StaffCommand | Usage:
+    """`!bot channel`, `… mode <mode>`, `… persona <text>` (as typed), `… persona clear`."""
+    parts = arg.split(maxsplit=1)
+    what = parts[0].lower() if parts else ""
+    rest = parts[1].strip() if len(parts) > 1 else ""
+    if not what:
+        return StaffChannelShow()
+    if what == "mode" and rest.lower() in Mode.__members__.values():
+        return StaffChannelMode(Mode(rest.lower()))
+    if what == "persona" and rest:
+        return StaffChannelPersona(None if rest.lower() == "clear" else rest)
     return Usage(STAFF_USAGE)

@@ -3,15 +3,28 @@
 The dispatcher has already checked the author is staff. Every memory read and change
 is in `memory_log` with actor `staff` (the staff member's id in the reason); pins are not
 memories, so pin changes go to the structured log with the staff member's id instead.
-A memory listing is sent by DM to the staff member, never into the (possibly public) channel."""
+A memory listing is sent by DM to the staff member, never into the (possibly public) channel.
+Channel settings (mode, persona) change through the channel directory, whose change every
+worker's cache sees at its next lookup."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 
+from app.channel import directory
+from app.channel.directory import Mode, Rules
 from app.channel.exchange import Place
-from app.commands.parser import StaffCommand, StaffForgetFact, StaffMemory, StaffPin, StaffUnpin
+from app.commands.parser import (
+    StaffChannelMode,
+    StaffChannelPersona,
+    StaffChannelShow,
+    StaffCommand,
+    StaffForgetFact,
+    StaffMemory,
+    StaffPin,
+    StaffUnpin,
+)
 from app.commands.render import preview
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
@@ -69,6 +82,8 @@ async def run_staff_command(
             await _pin(services, message, scope, fact)
         case StaffUnpin(pin_id=pin_id):
             await _unpin(services, message, pin_id)
+        case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
+            await _channel_setting(services, message, command)
 
 
 async def _answer(services: Services, message: MessageCreate, text: str) -> None:
@@ -162,3 +177,79 @@ async def _unpin(services: Services, message: MessageCreate, pin_id: int) -> Non
         },
     )
     await _answer(services, message, f"Removed pin {pin_id}.")
+
+
+# --- channel settings ------------------------------------------------------------------------
+
+MODE_MEANINGS = {
+    Mode.MENTION: "I answer here when I'm mentioned (the default)",
+    Mode.FREE: "I treat every message here as addressed to me (often a reaction is my answer)",
+    Mode.OFF: "I don't reply, react or run tasks here; commands still work",
+}
+CHANNEL_ONLY = (
+    "Channel settings belong to a server channel: run this in the channel (or thread) you "
+    "want to change."
+)
+
+
+def describe_rules(channel_id: int, rules: Rules) -> str:
+    """Pure: what holds in a channel, and where each setting comes from."""
+
+    def where(source: int | None) -> str:
+        if source is None:
+            return "the default"
+        return "set here" if source == channel_id else f"from the parent channel <#{source}>"
+
+    persona = (
+        f"persona ({where(rules.persona_from)}): {rules.persona}"
+        if rules.persona
+        else "no channel persona"
+    )
+    return (
+        f"Mode `{rules.mode}` ({where(rules.mode_from)}): {MODE_MEANINGS[rules.mode]}.\n{persona}"
+    )
+
+
+async def _channel_setting(
+    services: Services,
+    message: MessageCreate,
+    command: StaffChannelShow | StaffChannelMode | StaffChannelPersona,
+) -> None:
+    if message.guild_id is None:
+        await _answer(services, message, CHANNEL_ONLY)
+        return
+    if isinstance(command, StaffChannelPersona) and command.text is not None:
+        try:
+            directory.clean_persona(command.text)
+        except ValueError as exc:
+            await _answer(services, message, f"Not changed: {exc}.")
+            return
+    if not isinstance(command, StaffChannelShow):
+        await _change_channel(services, message, command)
+    async with services.sessions() as session:
+        _, rules = await directory.rules_for(session, message.channel_id)
+    await _answer(services, message, describe_rules(message.channel_id, rules))
+
+
+async def _change_channel(
+    services: Services, message: MessageCreate, command: StaffChannelMode | StaffChannelPersona
+) -> None:
+    is_mode = isinstance(command, StaffChannelMode)
+    async with unit_of_work(services.sessions) as session:
+        await directory.update_own(
+            session,
+            message.channel_id,
+            guild_id=message.guild_id,
+            by=message.author.id,
+            mode=command.mode if isinstance(command, StaffChannelMode) else directory.KEEP,
+            persona=command.text if isinstance(command, StaffChannelPersona) else directory.KEEP,
+        )
+    await services.channel_rules.invalidate()
+    logger.info(
+        "staff channel setting changed",
+        extra={
+            "staff_id": message.author.id,
+            "channel_id": message.channel_id,
+            "setting": "mode" if is_mode else "persona",
+        },
+    )

@@ -2,9 +2,11 @@
 local stack without an Anthropic key still remembers, recalls and forgets like the real one.
 
 Pure rules over the prompt texts the bot sends (the same texts the real models get): a
-first-person statement ("I love…", "I'm…", "my … is …") is worth keeping and becomes a note
-in the speaker's words; a later statement that contradicts a note updates or deletes it;
-replies are short and friendly and mention what the prompt's memory block holds."""
+first-person statement ("I love…", "I'm…", "my … is …", and simple Japanese ones such as
+「私は京都に住んでいます」 or 「抹茶が好き」) is worth keeping and becomes a note in the
+speaker's words; a later statement that contradicts a note updates or deletes it; replies
+are short and friendly, in the speaker's language, mention what the prompt's memory block
+holds, and say what they saw of an attached image or text file."""
 
 from __future__ import annotations
 
@@ -96,6 +98,28 @@ _SMALL_TALK = (
 # Statements that can hold only one value at a time: a new one replaces the old note.
 _SINGLE_VALUED = ("lives", "works", "is from", "moved")
 
+# Japanese: an optional first-person topic, then a few sentence shapes people use.
+_JA_SELF = r"(?:(?:私|わたし|僕|ぼく|俺|おれ|あたし|うち)は)?"  # 私は…, or nothing
+_JA_POLITE = r"(?:です|だ|なんです|なの)?(?:よ|ね|よね)?$"
+_JA_LIVES = re.compile(_JA_SELF + r"(?P<place>.+?)に住んで(?:います|いる|る|ます)(?:よ|ね)?$")
+_JA_WORKS = re.compile(_JA_SELF + r"(?P<place>.+?)で働いて(?:います|いる|る|ます)(?:よ|ね)?$")
+_JA_LIKES_NOT = re.compile(
+    _JA_SELF
+    + r"(?:もう)?(?P<thing>.+?)が(?:好きじゃな(?:い|くなった)|好きではな(?:い|くなりました)"
+    r"|嫌い)(?:です|になりました|だ)?(?:よ|ね)?$"
+)
+_JA_LIKES = re.compile(_JA_SELF + r"(?P<thing>.+?)が(?P<much>大)?好き" + _JA_POLITE)
+_JA_I = r"(?:私|わたし|僕|ぼく|俺|おれ|あたし|うち)"
+_JA_MY = re.compile(_JA_I + r"の(?P<noun>.+?)は(?P<what>.+?)" + _JA_POLITE)
+_JA_AM = re.compile(_JA_I + r"は(?P<what>.+?)" + _JA_POLITE)
+_JA_SMALL_TALK = ("元気", "大丈夫", "暇", "眠い", "疲れ", "ここ", "忙しい")
+_JA_QUESTION = re.compile(r"(?:[?？]|(?:です|ます|でしょう)か|かな)$")
+_JA_GREETING = re.compile(
+    r"^(こんにちは|こんばんは|おはよう(ございます)?|ありがとう(ございます)?|おやすみ(なさい)?"
+    r"|よろしく(お願いします)?|やあ|どうも)[\s!！。〜~]*$"
+)
+_JA_ASKS_MEMORY = re.compile(r"(覚えて(る|いる|います|ますか)|知って(る|いる)).*[?？]?$|私のこと")
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:
@@ -130,10 +154,44 @@ def _sentence(name: str, body: str) -> str:
 def statement(name: str, text: str) -> Statement | None:
     """The first first-person statement in ``text``, about ``name``; None for a question,
     small talk or anything about someone else."""
-    for part in re.split(r"(?<=[.!;])\s+|\s+(?:and|but)\s+(?=i\b|i'm\b|my\b)", clean(text)):
-        found = _statement(name, part.strip())
+    pattern = r"(?<=[.!;?。！？])\s*|\s+(?:and|but)\s+(?=i\b|i'm\b|my\b)"
+    for part in re.split(pattern, clean(text)):
+        part = part.strip().rstrip("。！!")
+        found = _japanese(name, part) if is_japanese(part) else _statement(name, part)
         if found is not None:
             return found
+    return None
+
+
+def is_japanese(text: str) -> bool:
+    """Any kana or kanji: the demo then reads (and answers) the text as Japanese."""
+    return bool(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", text))
+
+
+def _japanese(name: str, text: str) -> Statement | None:
+    """「私は京都に住んでいます」 → 「Aliceは京都に住んでいます。」 and a few shapes like it."""
+    if not text or _JA_QUESTION.search(text):
+        return None
+    for shape, verb in ((_JA_LIVES, "に住んでいます"), (_JA_WORKS, "で働いています")):
+        if match := shape.fullmatch(text):
+            place = match["place"]
+            slot = f"{name}は…{verb}。".lower()  # one place at a time: a new one replaces it
+            return Statement(f"{name}は{place}{verb}。", False, slot, frozenset({place}))
+    if match := _JA_LIKES_NOT.fullmatch(text):
+        thing = match["thing"]
+        return Statement(
+            f"{name}はもう{thing}が好きではありません。", True, None, frozenset({thing})
+        )
+    if match := _JA_LIKES.fullmatch(text):
+        thing, much = match["thing"], match["much"] or ""
+        return Statement(f"{name}は{thing}が{much}好きです。", False, None, frozenset({thing}))
+    if match := _JA_MY.fullmatch(text):
+        noun, what = match["noun"], match["what"]
+        slot = f"{name}の{noun}は…".lower()
+        return Statement(f"{name}の{noun}は{what}です。", False, slot, frozenset({noun, what}))
+    if (match := _JA_AM.fullmatch(text)) and not match["what"].startswith(_JA_SMALL_TALK):
+        what = match["what"]
+        return Statement(f"{name}は{what}です。", False, None, frozenset({what}))
     return None
 
 
@@ -216,7 +274,20 @@ def _message_to_answer(prompt: str) -> str:
 
 
 def _same(a: str, b: str) -> bool:
-    return a.strip().rstrip(".").lower() == b.strip().rstrip(".").lower()
+    return a.strip().rstrip(".。").lower() == b.strip().rstrip(".。").lower()
+
+
+def _about(topic: frozenset[str], note: str) -> bool:
+    """Whether a note is about the topic: shared words, or (Japanese, no spaces) the
+    topic's text inside the note."""
+    return bool(topic & _words(note)) or any(not t.isascii() and t in note for t in topic)
+
+
+def _fills(slot: str, note: str) -> bool:
+    """Whether ``note`` holds the same single-valued fact (``…`` stands for its value)."""
+    lowered = note.lower()
+    head, dots, tail = slot.partition("…")
+    return lowered.startswith(head) and (not dots or lowered.endswith(tail))
 
 
 # --- the decision model's answers -------------------------------------------------------
@@ -232,9 +303,9 @@ def memory_verdict(prompt: str) -> str:
     said, note = speaker_statement(prompt), _stored_note(prompt)
     if said is None or note is None or _same(said.fact, note):
         return KEEP
-    if said.negative and said.topic & _words(note):
+    if said.negative and _about(said.topic, note):
         return DELETE
-    if said.slot is not None and note.lower().startswith(said.slot):
+    if said.slot is not None and _fills(said.slot, note):
         return UPDATE
     return KEEP
 
@@ -251,7 +322,8 @@ def add_memory(prompt: str) -> float:
 
 
 def emoji_enough(prompt: str) -> bool:
-    return bool(_GREETING.match(_message_to_answer(prompt)))
+    said = _message_to_answer(prompt)
+    return bool(_GREETING.match(said) or _JA_GREETING.match(said))
 
 
 def emoji_choice(prompt: str, options: Sequence[str]) -> str:
@@ -278,17 +350,33 @@ def is_correction(prompt: str) -> bool:
 # --- the chat model's texts -------------------------------------------------------------
 
 
+def request_kind(messages: Sequence[dict[str, Any]]) -> str:
+    """What a Messages API request asks for: a memory note, a channel summary, a style
+    revision, a diary, or (anything else) a reply."""
+    request = _text(messages[-1]["content"]) if messages else ""
+    if "note about the speaker" in request:
+        return "note"
+    if "Write the updated summary." in request:
+        return "episode"
+    if "Write the revised style section." in request:
+        return "style"
+    if "今日の会話ログ" in request:
+        return "diary"
+    return "reply"
+
+
 def chat_text(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
     """One Messages API answer, chosen by what the request asks for."""
     request = _text(messages[-1]["content"]) if messages else ""
-    if "note about the speaker" in request:
-        return memory_note(system, request)
-    if "Write the updated summary." in request:
-        return episode(request)
-    if "Write the revised style section." in request:
-        return style(request)
-    if "今日の会話ログ" in request:
-        return diary(request)
+    match request_kind(messages):
+        case "note":
+            return memory_note(system, request)
+        case "episode":
+            return episode(request)
+        case "style":
+            return style(request)
+        case "diary":
+            return diary(request)
     return reply(system, messages)
 
 
@@ -309,24 +397,101 @@ def memory_note(system: Sequence[str], request: str) -> str:
 
 
 def reply(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
-    """A short friendly reply to the newest line, using the memory block when it helps."""
-    said_by_people = [_text(m["content"]) for m in messages if m.get("role") == "user"]
-    last = said_by_people[-1].splitlines()[-1] if said_by_people else ""
+    """A short friendly reply to the newest line (in Japanese to Japanese), using the memory
+    block when it helps, saying what it saw of attached images and text files."""
+    people = [m["content"] for m in messages if m.get("role") == "user"]
+    said_text = _text(people[-1]) if people else ""
+    text_part = said_text.split("\n[", 1)[0]  # the lines, before any attachment blocks
+    last = text_part.splitlines()[-1] if text_part else ""
+    last = _ATTACHED.sub("", last)
     name, _, said = last.partition(": ")
     name, said = (name, clean(said)) if said else ("friend", clean(last))
-    notes = remembered(system)
-    if _ASKS_MEMORY.search(said):
-        if not notes:
-            return f"I don't remember anything about you yet, {name}. Tell me about yourself!"
-        return f"Here's what I remember, {name}: " + " ".join(notes)
+    seen = attachments_seen(people[-1] if people else "")
+    voice = JAPANESE if is_japanese(said) else ENGLISH
+    return f"{_answer(voice, name, said, remembered(system))} {seen}".strip()
+
+
+_ATTACHED = re.compile(r"\s*\[attached: [^\]]*\]$")
+_IMAGE_LINE = re.compile(r"attached the image (?P<name>.+?) \(")
+_FILE_START = re.compile(r'<file name=(?P<name>"(?:[^"\\]|\\.)*") type=[^>]*>\n')
+
+
+def attachments_seen(content: Any) -> str:
+    """What the model was shown of the newest message's attachments, in one sentence each."""
+    if not isinstance(content, list):
+        return ""
+    images = [
+        match["name"]
+        for block in content
+        if block.get("type") == "text" and (match := _IMAGE_LINE.search(block.get("text", "")))
+    ]
+    pictures = sum(1 for block in content if block.get("type") == "image")
+    said = (
+        [f"I can see your image{'s' if pictures > 1 else ''}: {', '.join(images)}."]
+        if pictures
+        else []
+    )
+    for block in content:
+        text = block.get("text", "") if block.get("type") == "text" else ""
+        if match := _FILE_START.search(text):
+            body = text[match.end() :].split("\n</file>", 1)[0]
+            first = body.strip().splitlines()[0][:60] if body.strip() else ""
+            lines = len(body.splitlines())
+            said.append(
+                f"I read {json.loads(match['name'])} ({lines} lines); it starts: “{first}”."
+            )
+    return " ".join(said)
+
+
+@dataclass(frozen=True, slots=True)
+class Voice:
+    """The demo's sentences in one language ({name}, {notes}, {fact} filled in)."""
+
+    asks_memory: re.Pattern[str]
+    greeting: re.Pattern[str]
+    nothing_yet: str
+    remembers: str
+    thanks: str
+    hello: str
+    heard_with_note: str
+    heard: str
+
+
+ENGLISH = Voice(
+    _ASKS_MEMORY,
+    _GREETING,
+    "I don't remember anything about you yet, {name}. Tell me about yourself!",
+    "Here's what I remember, {name}: {notes}",
+    "Thanks for telling me, {name}! I'll remember that: {fact}",
+    "Hi {name}! Tell me something about yourself and I'll remember it.",
+    "I hear you, {name}. I remember this about you: {notes}",
+    "I hear you, {name}. Tell me what you like, and I'll remember it.",
+)
+JAPANESE = Voice(
+    _JA_ASKS_MEMORY,
+    _JA_GREETING,
+    "まだ{name}さんのことは何も覚えていないよ。教えてね！",
+    "{name}さんについて覚えていること：{notes}",
+    "教えてくれてありがとう、{name}さん！覚えておくね：{fact}",
+    "こんにちは、{name}さん！自分のことを教えてくれたら覚えておくね。",
+    "なるほど、{name}さん。覚えていること：{notes}",
+    "なるほど、{name}さん。好きなものを教えてくれたら覚えておくね。",
+)
+
+
+def _answer(voice: Voice, name: str, said: str, notes: list[str]) -> str:
+    if voice.asks_memory.search(said):
+        return (voice.remembers if notes else voice.nothing_yet).format(
+            name=name, notes=" ".join(notes)
+        )
     found = statement(name, said)
     if found is not None:
-        return f"Thanks for telling me, {name}! I'll remember that: {found.fact}"
-    if _GREETING.match(said):
-        return f"Hi {name}! Tell me something about yourself and I'll remember it."
+        return voice.thanks.format(name=name, fact=found.fact)
+    if voice.greeting.match(said):
+        return voice.hello.format(name=name)
     if notes:
-        return f"I hear you, {name}. I remember this about you: {notes[0]}"
-    return f"I hear you, {name}. Tell me what you like, and I'll remember it."
+        return voice.heard_with_note.format(name=name, notes=notes[0])
+    return voice.heard.format(name=name)
 
 
 def remembered(system: Sequence[str]) -> list[str]:

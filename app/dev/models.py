@@ -11,11 +11,13 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp
 
-from app.chat.fake import FakeAnthropic, Text
+from app.chat.fake import Delay, FakeAnthropic, Reply, Text
 from app.decision.fake import FakeJev
 from app.dev import brain
 
 Rule = Callable[[dict[str, Any]], bool | float | str]
+# The demo's replies take a moment, as a real model's do, so the typing indicator shows.
+DEMO_REPLY_DELAY_S = 1.5
 
 # The decision model's whole vocabulary (CONTRACT.md), each answered by a brain rule.
 RULES: dict[str, Rule] = {
@@ -48,13 +50,18 @@ def _system_blocks(body: dict[str, Any]) -> list[str]:
     return [str(block.get("text", "")) for block in system if isinstance(block, dict)]
 
 
-def demo_anthropic() -> FakeAnthropic:
-    """FakeAnthropic whose texts come from the brain (replies, memory notes, summaries)."""
-    return FakeAnthropic(
-        responder=lambda body: Text(
-            brain.chat_text(_system_blocks(body), list(body.get("messages") or []))
-        )
-    )
+def demo_anthropic(reply_delay_s: float = DEMO_REPLY_DELAY_S) -> FakeAnthropic:
+    """FakeAnthropic whose texts come from the brain (replies, memory notes, summaries);
+    a reply arrives after ``reply_delay_s``."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        messages = list(body.get("messages") or [])
+        text = Text(brain.chat_text(_system_blocks(body), messages))
+        if brain.request_kind(messages) == "reply" and reply_delay_s > 0:
+            return Delay(reply_delay_s, text)
+        return text
+
+    return FakeAnthropic(responder=answer)
 
 
 def demo_models_app(jev: FakeJev, anthropic: FakeAnthropic) -> Starlette:

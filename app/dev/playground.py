@@ -3,7 +3,9 @@
 
 The page posts real gateway dispatch frames to ``/webhook``. The feed carries every frame the
 webhook accepted and everything the bot did through the fake Discord REST API (messages,
-reactions, DMs), as server-sent events, so every open tab shows the same guild."""
+reactions, DMs, typing), as server-sent events, so every open tab shows the same guild. Files
+a person attaches are uploaded to the fake CDN first, and the message names them as Discord
+does; the bot fetches them from there as it would from cdn.discordapp.com."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -22,7 +25,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.discord.fake import FakeCDN
+
 DISCORD_PREFIX = "/_discord/api/v10"
+CDN_PREFIX = "/_discord/cdn"
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # Discord's per-message upload limit
 FEED_SIZE = 2000
 KEEPALIVE_S = 15.0
 MAX_TEED_BODY = 1024 * 1024
@@ -136,8 +143,17 @@ class DevFront:
     Requests to ``/playground…`` and to the fake Discord never reach the bot's app; a POST to
     ``/webhook`` goes through unchanged and, once answered ``ok``, its frame joins the feed."""
 
-    def __init__(self, api: ASGIApp, *, discord: ASGIApp, playground: ASGIApp, feed: Feed):
+    def __init__(
+        self,
+        api: ASGIApp,
+        *,
+        discord: ASGIApp,
+        playground: ASGIApp,
+        feed: Feed,
+        cdn: ASGIApp | None = None,
+    ):
         self.api, self.discord, self.playground, self.feed = api, discord, playground, feed
+        self.cdn = cdn
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -146,6 +162,8 @@ class DevFront:
         path: str = scope["path"]
         if path.startswith(DISCORD_PREFIX + "/"):
             await self.discord(_strip(scope, DISCORD_PREFIX), receive, send)
+        elif self.cdn is not None and path.startswith(CDN_PREFIX + "/"):
+            await self.cdn(_strip(scope, CDN_PREFIX), receive, send)
         elif path == "/" or path == "/playground" or path.startswith("/playground/"):
             await self.playground(scope, receive, send)
         elif path == "/webhook" and scope.get("method") == "POST":
@@ -247,7 +265,22 @@ def _asset(name: str) -> bytes:
     return resources.files("app.dev").joinpath("static", name).read_bytes()
 
 
-def playground_app(config: PageConfig, feed: Feed) -> Starlette:
+async def _upload(request: Request, cdn: FakeCDN) -> Response:
+    """A file the page attaches: stored on the fake CDN, described as Discord describes an
+    attachment (the page puts that object in its MESSAGE_CREATE)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
+        return JSONResponse({"detail": "a file is at most 10 MB here"}, 413)
+    content = await request.body()
+    if len(content) > MAX_UPLOAD_BYTES:
+        return JSONResponse({"detail": "a file is at most 10 MB here"}, 413)
+    filename = unquote(request.headers.get("x-filename", "")).strip() or "file"
+    filename = filename.replace("/", "_").replace("\\", "_")[:200]
+    content_type = request.headers.get("content-type") or "application/octet-stream"
+    return JSONResponse(cdn.attachment(filename, content, content_type))
+
+
+def playground_app(config: PageConfig, feed: Feed, cdn: FakeCDN | None = None) -> Starlette:
     async def asset(request: Request) -> Response:
         if (refused := _local_only(request)) is not None:
             return refused
@@ -273,10 +306,18 @@ def playground_app(config: PageConfig, feed: Feed) -> Starlette:
     async def home(request: Request) -> Response:
         return RedirectResponse("/playground", status_code=307)
 
+    async def attach(request: Request) -> Response:
+        if (refused := _local_only(request)) is not None:
+            return refused
+        if cdn is None:
+            return JSONResponse({"detail": "attachments are off in this stack"}, 404)
+        return await _upload(request, cdn)
+
     routes = [Route(path, asset, methods=["GET"]) for path in _ASSETS]
     routes += [
         Route("/playground/config.json", settings, methods=["GET"]),
         Route("/playground/events", events, methods=["GET"]),
+        Route("/playground/attachments", attach, methods=["POST"]),
         Route("/", home, methods=["GET"]),
     ]
     return Starlette(routes=routes)

@@ -26,8 +26,16 @@ from app.config import Settings
 from app.dev import models
 from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
 from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
-from app.dev.playground import DISCORD_PREFIX, DevFront, Feed, PageConfig, World, playground_app
-from app.discord.fake import FakeDiscord
+from app.dev.playground import (
+    CDN_PREFIX,
+    DISCORD_PREFIX,
+    DevFront,
+    Feed,
+    PageConfig,
+    World,
+    playground_app,
+)
+from app.discord.fake import FakeCDN, FakeDiscord
 from app.kit.logs import JsonFormatter
 
 HOST = "127.0.0.1"  # dev mode never listens beyond this machine
@@ -262,6 +270,7 @@ async def _serve(
         discord_api_base=api_base + DISCORD_PREFIX,
         jev_url=jev_url,
         anthropic_base_url=anthropic_base,
+        discord_attachment_hosts=[f"{HOST}:{port}"],  # the fake CDN below, on this port
     )
     feed = Feed()
     discord = FakeDiscord(
@@ -269,6 +278,7 @@ async def _serve(
     )
     discord.dm_channels.update({p.id: world.dm_channel(p) for p in world.people})
     discord.listeners.append(feed.on_discord)
+    cdn = FakeCDN(base_url=api_base + CDN_PREFIX)
     page = PageConfig(
         world,
         gateway_token=secrets.gateway_token,
@@ -281,8 +291,9 @@ async def _serve(
     front = DevFront(
         create_app(settings),
         discord=discord.app,
-        playground=playground_app(page, feed),
+        playground=playground_app(page, feed, cdn),
         feed=feed,
+        cdn=cdn.app,
     )
     stack = Stack(feed, _server(front), _server(models_app), _worker(settings, redis_url))
     try:
@@ -296,6 +307,7 @@ async def _serve(
         return 0
     console.line("models", models_line)
     console.line("discord", f"fake Discord REST API at {api_base}{DISCORD_PREFIX}")
+    console.line("cdn", f"fake attachment CDN at {api_base}{CDN_PREFIX}")
     console.line("api", f"{api_base}  (/webhook, admin API, /healthz, /readyz, /docs)")
     console.line("worker", "turns, memory, consolidation, nightly cron at 03:00 JST, sweeper")
     console.line("playground", f"{api_base}/playground")
@@ -308,7 +320,7 @@ async def _serve(
     return code
 
 
-def _settings(secrets: DevSecrets, world: World, **urls: str | None) -> Settings:
+def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None) -> Settings:
     """The bot's settings: the environment (never ``.env``, the container stack's file) for
     everything else, the stack's own wiring and generated secrets here."""
     staff = [int(p) for p in os.environ.get("STAFF_USER_IDS", "").split(",") if p.strip()]

@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 USER_AGENT = "DiscordBot (https://github.com/companion-bot/companion-bot, 0.1)"
 REQUEST_TIMEOUT = 10.0
+# A typing call is cosmetic: one short attempt, never a retry that could outlive its purpose.
+TYPING_TIMEOUT = 5.0
+# Looking a message or a channel up runs inside a turn, before its reply: two short attempts.
+LOOKUP_ATTEMPTS = 2
+LOOKUP_TIMEOUT = 5.0
 # A 429 asking for a longer pause than this fails the call instead of parking a worker.
 MAX_RATE_LIMIT_WAIT = 60.0
 ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
@@ -153,6 +158,31 @@ class DiscordClient:
         path = f"/channels/{channel_id}/messages/{message_id}/reactions/{emoji_path(emoji)}/@me"
         await self._request(_route("PUT", template, path, channel_id))
 
+    async def trigger_typing(self, channel_id: int) -> None:
+        """Show "Bot is typing…" in the channel for about ten seconds (one attempt)."""
+        template = "/channels/{channel_id}/typing"
+        route = _route("POST", template, f"/channels/{channel_id}/typing", channel_id)
+        await self._request(route, attempts=1, timeout_s=TYPING_TIMEOUT)
+
+    async def get_message(self, channel_id: int, message_id: int) -> dict[str, Any]:
+        """One message as Discord has it now. ``DiscordNotFound`` when it is gone,
+        ``DiscordMissingAccess`` when the bot may not read the channel."""
+        template = "/channels/{channel_id}/messages/{message_id}"
+        path = f"/channels/{channel_id}/messages/{message_id}"
+        route = _route("GET", template, path, channel_id)
+        data: dict[str, Any] = await self._request(
+            route, attempts=LOOKUP_ATTEMPTS, timeout_s=LOOKUP_TIMEOUT
+        )
+        return data
+
+    async def get_channel(self, channel_id: int) -> dict[str, Any]:
+        """The channel object (a thread's carries its ``parent_id``)."""
+        route = _route("GET", "/channels/{channel_id}", f"/channels/{channel_id}", channel_id)
+        data: dict[str, Any] = await self._request(
+            route, attempts=LOOKUP_ATTEMPTS, timeout_s=LOOKUP_TIMEOUT
+        )
+        return data
+
     async def open_dm(self, user_id: int) -> int:
         """The DM channel with ``user_id`` (opened once, then remembered)."""
         if user_id not in self._dm_channels:
@@ -200,14 +230,21 @@ class DiscordClient:
         return int(data["id"])
 
     async def _request(
-        self, route: _Route, body: dict[str, Any] | None = None, *, files: Upload = ()
+        self,
+        route: _Route,
+        body: dict[str, Any] | None = None,
+        *,
+        files: Upload = (),
+        attempts: int | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
         # One call at a time per bucket, so a quota seen by one call holds for the next.
+        max_attempts = attempts or self._max_attempts
         async with self._locks[route.bucket]:
             failure: DiscordError | None = None
-            for attempt in range(1, self._max_attempts + 1):
+            for attempt in range(1, max_attempts + 1):
                 await self._wait_for(route.bucket)
-                outcome = await self._attempt(route, body, files)
+                outcome = await self._attempt(route, body, files, timeout_s)
                 if isinstance(outcome, httpx.Response):
                     return outcome.json() if outcome.content else None
                 failure = outcome
@@ -216,13 +253,17 @@ class DiscordClient:
                     extra={"route": route.label, "status": outcome.status, "attempt": attempt},
                 )
                 # A 429 already set the bucket's (or the global) pause; others back off.
-                if attempt < self._max_attempts and not isinstance(outcome, DiscordRateLimited):
+                if attempt < max_attempts and not isinstance(outcome, DiscordRateLimited):
                     await self._sleep(backoff_delay(attempt))
             assert failure is not None
             raise failure
 
     async def _attempt(
-        self, route: _Route, body: dict[str, Any] | None, files: Upload = ()
+        self,
+        route: _Route,
+        body: dict[str, Any] | None,
+        files: Upload = (),
+        timeout_s: float | None = None,
     ) -> httpx.Response | DiscordError:
         """One HTTP call: the response on success, a retryable error, or raise a final one.
 
@@ -235,7 +276,7 @@ class DiscordClient:
                     data={"payload_json": json.dumps(body)},
                     files=list(files),
                     headers=self._headers,
-                    timeout=self._timeout,
+                    timeout=timeout_s or self._timeout,
                 )
             else:
                 response = await self._http.request(
@@ -243,7 +284,7 @@ class DiscordClient:
                     self._base + route.path,
                     json=body,
                     headers=self._headers,
-                    timeout=self._timeout,
+                    timeout=timeout_s or self._timeout,
                 )
         except httpx.TransportError as exc:
             return DiscordUnavailable(f"{route.label}: no response ({type(exc).__name__})")

@@ -1,13 +1,17 @@
 """A local fake of the Discord REST API for tests, benchmarks and offline development.
 
 It speaks the wire format of the calls the bot makes (auth, message create with
-``enforce_nonce``, reactions, DM channels, JSON error codes, 429 bodies and rate-limit
-headers), records every call in order, and takes injected faults. Serve ``FakeDiscord().app``
-(e.g. with ``tests/support/servers.serve``) and point ``DISCORD_API_BASE`` at it."""
+``enforce_nonce``, reactions, DM channels, typing, fetching a message or a channel, JSON
+error codes, 429 bodies and rate-limit headers), records every call in order, and takes
+injected faults and delays. Serve ``FakeDiscord().app`` (e.g. with
+``tests/support/servers.serve``) and point ``DISCORD_API_BASE`` at it. ``FakeCDN`` stands in
+for Discord's attachment CDN (cdn.discordapp.com)."""
 
 from __future__ import annotations
 
+import asyncio
 import email.policy
+import itertools
 import json
 import math
 import re
@@ -32,6 +36,9 @@ from app.discord.errors import (
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 _MESSAGES = re.compile(r"/channels/(\d+)/messages")
+_MESSAGE = re.compile(r"/channels/(\d+)/messages/(\d+)")
+_CHANNEL = re.compile(r"/channels/(\d+)")
+_TYPING = re.compile(r"/channels/(\d+)/typing")
 _REACTION = re.compile(r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me")
 
 
@@ -96,6 +103,10 @@ class FakeDiscord:
     dm_channels: dict[int, int] = field(default_factory=dict)  # user id -> DM channel id
     uploads: dict[int, bytes] = field(default_factory=dict)  # attachment id -> its bytes
     faults: list[Fault] = field(default_factory=list)
+    # Channel objects GET /channels/{id} answers with (add_channel, add_thread); any other id
+    # is a plain text channel.
+    channels: dict[int, dict[str, Any]] = field(default_factory=dict)
+    delays: list[Fault] = field(default_factory=list)  # status unused: seconds in retry_after
     _exhausted: list[tuple[str, float]] = field(default_factory=list)
     # Called with ("message", message) for every message created, ("reaction", {...}) for
     # every new reaction, and ("dm_channel", {...}) when a DM channel is first opened: a
@@ -132,10 +143,66 @@ class FakeDiscord:
         with ``X-RateLimit-Reset-After: reset_after``."""
         self._exhausted.append((target, reset_after))
 
-    def seed_message(self, channel_id: int, content: str, *, author_id: int) -> int:
-        """Record a message a user wrote (so ``strict_messages`` knows it); return its id."""
-        message = self._message(channel_id, content, author_id=author_id, username="user")
+    def delay_next(self, target: str, seconds: float, *, count: int = 1) -> None:
+        """Answer the next ``count`` calls matching ``target`` only after ``seconds``."""
+        self.delays.append(Fault(target, 0, retry_after=seconds, count=count))
+
+    def seed_message(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author_id: int,
+        username: str = "user",
+        reply_to: int | None = None,
+        guild_id: int | None = None,
+    ) -> int:
+        """Record a message a user wrote (so ``strict_messages`` knows it and GET finds it);
+        return its id. ``reply_to`` makes it a reply to that message in the same channel."""
+        reference = None
+        if reply_to is not None:
+            reference = {"message_id": str(reply_to), "channel_id": str(channel_id)}
+            if guild_id is not None:
+                reference["guild_id"] = str(guild_id)
+        message = self._message(
+            channel_id, content, author_id=author_id, username=username, reference=reference
+        )
         return int(message["id"])
+
+    def add_channel(self, channel_id: int, *, guild_id: int, name: str = "general") -> None:
+        """A guild text channel, as GET /channels/{id} describes it."""
+        self.channels[channel_id] = {
+            "id": str(channel_id),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": name,
+            "parent_id": None,
+            "position": 0,
+            "nsfw": False,
+        }
+
+    def add_thread(
+        self, thread_id: int, *, parent_id: int, guild_id: int, name: str = "a thread"
+    ) -> dict[str, Any]:
+        """A public thread under ``parent_id``; returns it (the THREAD_CREATE ``d`` too)."""
+        thread = {
+            "id": str(thread_id),
+            "type": 11,
+            "guild_id": str(guild_id),
+            "parent_id": str(parent_id),
+            "name": name,
+            "owner_id": "1",
+            "message_count": 0,
+            "member_count": 1,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "locked": False,
+                "create_timestamp": datetime.now(UTC).isoformat(),
+            },
+        }
+        self.channels[thread_id] = thread
+        return thread
 
     def clear(self) -> None:
         """Forget messages, reactions, calls and pending faults (keeps configuration)."""
@@ -143,6 +210,7 @@ class FakeDiscord:
         self.reactions.clear()
         self.calls.clear()
         self.faults.clear()
+        self.delays.clear()
         self._exhausted.clear()
         self._known_ids.clear()
 
@@ -176,6 +244,10 @@ class FakeDiscord:
     def calls_to(self, method: str, path_prefix: str = "/") -> list[Call]:
         return [c for c in self.calls if c.method == method and c.path.startswith(path_prefix)]
 
+    def typing_in(self, channel_id: int) -> list[Call]:
+        """Every typing call for ``channel_id``, in order (``at`` is when it arrived)."""
+        return self.calls_to("POST", f"/channels/{channel_id}/typing")
+
     # -- the app ----------------------------------------------------------------------------
 
     @property
@@ -195,10 +267,11 @@ class FakeDiscord:
                 except ValueError:
                     data = None
             raw_path = request.scope.get("raw_path", b"").decode() or request.url.path
+            arrived = time.monotonic()
+            if (delay := self._take(self.delays, request.method, unquote(raw_path))) is not None:
+                await asyncio.sleep(delay.retry_after or 0.0)
             response = self._answer(request, unquote(raw_path), data)
-            self.calls.append(
-                Call(request.method, raw_path, data, time.monotonic(), response.status_code)
-            )
+            self.calls.append(Call(request.method, raw_path, data, arrived, response.status_code))
             return response
 
         return app
@@ -226,14 +299,24 @@ class FakeDiscord:
             return self._create_message(int(match[1]), data)
         if method == "PUT" and (match := _REACTION.fullmatch(path)):
             return self._react(int(match[1]), int(match[2]), match[3])
+        if method == "POST" and (match := _TYPING.fullmatch(path)):
+            return self._typing(int(match[1]))
+        if method == "GET" and (match := _MESSAGE.fullmatch(path)):
+            return self._get_message(int(match[1]), int(match[2]))
+        if method == "GET" and (match := _CHANNEL.fullmatch(path)):
+            return self._get_channel(int(match[1]))
         return _error(404, 0, "404: Not Found")
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
-        for fault in self.faults:
+        return self._take(self.faults, method, path)
+
+    @staticmethod
+    def _take(pending: list[Fault], method: str, path: str) -> Fault | None:
+        for fault in pending:
             if fault.matches(method, path):
                 fault.count -= 1
                 if fault.count <= 0:
-                    self.faults.remove(fault)
+                    pending.remove(fault)
                 return fault
         return None
 
@@ -325,6 +408,44 @@ class FakeDiscord:
                 },
             )
         return Response(status_code=204)
+
+    def _typing(self, channel_id: int) -> Response:
+        if (failure := self._channel_error(channel_id)) is not None:
+            return failure
+        # As the gateway's TYPING_START says it: who, where, since when (unix seconds).
+        self._notify(
+            "typing",
+            {
+                "channel_id": str(channel_id),
+                "user_id": str(self.bot_user_id),
+                "timestamp": int(time.time()),
+            },
+        )
+        return Response(status_code=204)
+
+    def _get_message(self, channel_id: int, message_id: int) -> Response:
+        if (failure := self._channel_error(channel_id)) is not None:
+            return failure
+        for message in self.messages:
+            if message["id"] == str(message_id) and message["channel_id"] == str(channel_id):
+                return JSONResponse(message)
+        return _error(404, UNKNOWN_MESSAGE, "Unknown Message")
+
+    def _get_channel(self, channel_id: int) -> Response:
+        """A channel added with add_channel/add_thread; any other id is a plain text channel
+        (as everywhere in this fake, channels need no creating) unless made to fail."""
+        if (failure := self._channel_error(channel_id)) is not None:
+            return failure
+        channel = self.channels.get(channel_id)
+        if channel is None:
+            channel = {
+                "id": str(channel_id),
+                "type": 0,
+                "name": f"channel-{channel_id}",
+                "parent_id": None,
+                "position": 0,
+            }
+        return JSONResponse(channel)
 
     def _open_dm(self, data: Any) -> Response:
         user_id = int(data["recipient_id"]) if isinstance(data, dict) else 0
@@ -420,6 +541,79 @@ class FakeDiscord:
                 "max_concurrency": 1,
             },
         }
+
+
+@dataclass
+class FakeCDN:
+    """Discord's attachment CDN: serves the files put in it at URLs shaped like
+    ``/attachments/<channel>/<attachment>/<filename>?ex=…&is=…&hm=…``, answers a redirect where
+    told, 404 for anything else, and records every request. Set ``base_url`` once served."""
+
+    base_url: str = ""
+    files: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # path -> bytes, type
+    redirects: dict[str, str] = field(default_factory=dict)  # path -> Location
+    requests: list[str] = field(default_factory=list)  # paths, in order
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    def put(self, filename: str, content: bytes, content_type: str, *, channel_id: int = 1) -> str:
+        """Store a file; its path on the CDN (its attachment id shaped like a snowflake)."""
+        stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
+        path = f"/attachments/{channel_id}/{stamp | (next(self._ids) & 0x3FFFFF)}/{filename}"
+        self.files[path] = (content, content_type)
+        return path
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}{path}?ex=6790a1b2&is=678f5032&hm=0f3a9c"
+
+    def redirect(self, path: str, location: str) -> None:
+        self.redirects[path] = location
+
+    def attachment(
+        self,
+        filename: str,
+        content: bytes,
+        content_type: str | None,
+        *,
+        size: int | None = None,
+        url: str | None = None,
+    ) -> dict[str, Any]:
+        """A Discord attachment object for a file put here now (``size`` and ``url`` as the
+        message claims them, when they should differ from the truth)."""
+        path = self.put(filename, content, content_type or "application/octet-stream")
+        attachment: dict[str, Any] = {
+            "id": path.split("/")[3],
+            "filename": filename,
+            "size": len(content) if size is None else size,
+            "url": url or self.url(path),
+            "proxy_url": url or self.url(path),
+        }
+        if content_type is not None:
+            attachment["content_type"] = content_type
+        return attachment
+
+    def fetched(self, path_or_url: str) -> int:
+        """How many times the file behind ``path_or_url`` was requested."""
+        path = path_or_url.removeprefix(self.base_url).split("?", 1)[0]
+        return self.requests.count(path)
+
+    @property
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/attachments/{rest:path}")
+        async def serve(request: Request) -> Response:
+            path = request.url.path
+            self.requests.append(path)
+            if path in self.redirects:
+                return Response(status_code=302, headers={"location": self.redirects[path]})
+            if path not in self.files:
+                return Response(
+                    "This content is no longer available.", 404, media_type="text/plain"
+                )
+            content, content_type = self.files[path]
+            return Response(content, media_type=content_type)
+
+        return app
 
 
 # Discord's upload limit for a bot's message (all files together), as the real API answers.

@@ -35,6 +35,8 @@ class EventType(StrEnum):
     MESSAGE_REACTION_REMOVE = "MESSAGE_REACTION_REMOVE"
     MESSAGE_REACTION_REMOVE_ALL = "MESSAGE_REACTION_REMOVE_ALL"
     MESSAGE_REACTION_REMOVE_EMOJI = "MESSAGE_REACTION_REMOVE_EMOJI"
+    THREAD_CREATE = "THREAD_CREATE"
+    THREAD_UPDATE = "THREAD_UPDATE"
 
 
 class _Model(BaseModel):
@@ -54,9 +56,24 @@ class Member(_Model):
     roles: list[Snowflake] = Field(default_factory=list)
 
 
+FORWARD = 1  # a message_reference of this type forwards a message; 0 (DEFAULT) replies to it
+
+
 class MessageReference(_Model):
+    type: int = 0
     message_id: Snowflake | None = None
     channel_id: Snowflake | None = None
+    guild_id: Snowflake | None = None
+
+
+class Attachment(_Model):
+    """A file on a message, as Discord describes it (its bytes stay on Discord's CDN)."""
+
+    id: Snowflake
+    filename: str = Field(default="", max_length=1024)
+    content_type: str | None = Field(default=None, max_length=255)
+    size: int = Field(default=0, ge=0)
+    url: str = Field(default="", max_length=4096)
 
 
 class ReferencedMessage(_Model):
@@ -77,6 +94,7 @@ class MessageCreate(_Model):
     mentions: list[User] = Field(default_factory=list)
     message_reference: MessageReference | None = None
     referenced_message: ReferencedMessage | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
 
     @property
     def author_name(self) -> str:
@@ -88,6 +106,15 @@ class MessageCreate(_Model):
         if self.referenced_message is not None:
             return self.referenced_message.id
         return self.message_reference.message_id if self.message_reference else None
+
+    @property
+    def reply_to_channel_id(self) -> int:
+        """The channel of the message this one replies to (Discord omits it when it is this
+        channel)."""
+        reference = self.message_reference
+        if reference is not None and reference.channel_id is not None:
+            return reference.channel_id
+        return self.channel_id
 
 
 class MessageUpdate(_Model):
@@ -151,6 +178,25 @@ class ReactionRemoveEmoji(_Model):
     emoji: Emoji
 
 
+# Discord's thread channel types: announcement, public and private threads.
+THREAD_TYPES = frozenset({10, 11, 12})
+
+
+class Thread(_Model):
+    """A THREAD_CREATE / THREAD_UPDATE channel object: what we keep is where it hangs."""
+
+    id: Snowflake
+    parent_id: Snowflake
+    guild_id: Snowflake | None = None
+    name: str = Field(default="", max_length=200)
+    type: int | None = None
+
+    @property
+    def channel_id(self) -> int:
+        """The thread is the channel its messages arrive in (the relay's lane, logs)."""
+        return self.id
+
+
 EventData = (
     MessageCreate
     | MessageUpdate
@@ -160,6 +206,7 @@ EventData = (
     | ReactionRemove
     | ReactionRemoveAll
     | ReactionRemoveEmoji
+    | Thread
 )
 
 MODELS: dict[EventType, type[EventData]] = {
@@ -171,6 +218,8 @@ MODELS: dict[EventType, type[EventData]] = {
     EventType.MESSAGE_REACTION_REMOVE: ReactionRemove,
     EventType.MESSAGE_REACTION_REMOVE_ALL: ReactionRemoveAll,
     EventType.MESSAGE_REACTION_REMOVE_EMOJI: ReactionRemoveEmoji,
+    EventType.THREAD_CREATE: Thread,
+    EventType.THREAD_UPDATE: Thread,
 }
 
 
@@ -227,7 +276,7 @@ class Event(BaseModel):
                 return message_id
             case MessageDelete(id=message_id):
                 return message_id
-            case MessageDeleteBulk():
+            case MessageDeleteBulk() | Thread():
                 return None
         return self.data.message_id
 
@@ -307,7 +356,8 @@ def dedupe_id(
     place in the gateway session (``session``, the frame's ``s``) when the relay sent it: a
     RESUME replays the same place, while removing and adding a reaction again is a new one.
     Without it, by their content (so a genuine re-add then reads as a replay)."""
-    if isinstance(data, _POSITIONAL) and (position := _gateway_position(session, seq)):
+    positional = isinstance(data, _POSITIONAL) or event_type is EventType.THREAD_UPDATE
+    if positional and (position := _gateway_position(session, seq)):
         return f"{_POSITIONAL_PREFIX[event_type]}@{position}"
     match data:
         case MessageCreate(id=message_id):
@@ -326,10 +376,15 @@ def dedupe_id(
             return f"reaction-clear:{data.message_id}"
         case ReactionRemoveEmoji():
             return f"reaction-clear-emoji:{data.message_id}:{data.emoji.value}"
+        case Thread() if event_type is EventType.THREAD_CREATE:
+            return f"thread-create:{data.id}"
+        case Thread():
+            return f"thread-update:{data.id}:{_digest(data.parent_id, data.name, data.type)}"
     raise AssertionError(f"unhandled event data {type(data).__name__}")
 
 
-# Messages are keyed by their own id (edits by id and version, deletes by id): unchanged.
+# Messages are keyed by their own id (edits by id and version, deletes by id), a thread's
+# creation by the thread's id: unchanged. A thread update has no version of its own.
 _POSITIONAL = (
     MessageDeleteBulk,
     ReactionAdd,
@@ -343,4 +398,5 @@ _POSITIONAL_PREFIX = {
     EventType.MESSAGE_REACTION_REMOVE: "reaction-remove",
     EventType.MESSAGE_REACTION_REMOVE_ALL: "reaction-clear",
     EventType.MESSAGE_REACTION_REMOVE_EMOJI: "reaction-clear-emoji",
+    EventType.THREAD_UPDATE: "thread-update",
 }

@@ -24,6 +24,7 @@ class Step(StrEnum):
     REPLY_TEXT = "reply-text"  # the reply's text was fixed before posting
     REPLY = "reply"  # the reply was posted (message ids)
     REMEMBERED = "remembered"  # the memory write path ran after the reply
+    NOTICE = "notice"  # a once-a-day notice was due for this event (or not), decided once
 
 
 async def done(session: AsyncSession, event_id: str, step: Step) -> dict[str, Any] | None:
@@ -125,6 +126,34 @@ async def grant_task(session: AsyncSession, event_id: str, user_id: int, *, per_
     granted = recent < per_hour
     await record(session, event_id, Step.TASK_GRANT, {"user_id": str(user_id), "granted": granted})
     return granted
+
+
+_NOTICES_TODAY = text(
+    """
+    SELECT 1 FROM completed_steps
+    WHERE step = 'notice' AND result ->> 'user_id' = :user_id
+      AND result ->> 'kind' = :kind AND result ->> 'day' = :day
+      AND coalesce((result ->> 'sent')::boolean, false)
+      AND done_at > now() - interval '2 days'
+    LIMIT 1
+    """
+)
+
+
+async def notice_due(
+    session: AsyncSession, event_id: str, user_id: int, *, kind: str, day: str
+) -> bool:
+    """Whether this event sends ``user_id`` the ``kind`` notice of ``day``: only the first
+    of the day does, on any worker. Decided once per event (a retried job gets the same
+    answer); the caller commits it."""
+    await xact_lock(session, "notice", user_id)  # one decision per person at a time
+    earlier = await done(session, event_id, Step.NOTICE)
+    if earlier is not None:
+        return bool(earlier.get("sent"))
+    params = {"user_id": str(user_id), "kind": kind, "day": day}
+    sent = await session.scalar(_NOTICES_TODAY, params) is None
+    await record(session, event_id, Step.NOTICE, {**params, "sent": sent})
+    return sent
 
 
 async def prune(session: AsyncSession, *, older_than_days: int, keep: Iterable[str] = ()) -> int:

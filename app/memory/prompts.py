@@ -31,7 +31,7 @@ def _tag(line: Line, speaker_id: int) -> str:
 def render_marked(exchange: Exchange) -> str:
     """The exchange, oldest first, one tagged line per message."""
     return "\n".join(
-        f"{_tag(line, exchange.speaker_id)}: {_one_line(line.content)}" for line in exchange.lines
+        f"{_tag(line, exchange.speaker_id)}: {_one_line(line.shown)}" for line in exchange.lines
     )
 
 

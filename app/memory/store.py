@@ -254,10 +254,15 @@ async def history(
     memory_id: int | None = None,
     limit: int | None = None,
     before_id: int | None = None,
+    hide_reads_by: Collection[str] = (),
 ) -> list[LedgerRow]:
-    """The person's ledger rows (or one memory's), newest first, paged by id. Reading the
-    ledger is itself a logged read of that person's profile."""
+    """The person's ledger rows (or one memory's), newest first, paged by id, without the
+    reads of the actors in ``hide_reads_by``. Reading the ledger is itself a logged read of
+    that person's profile."""
     query = select(MemoryLog).where(MemoryLog.user_id == user_id)
+    if hide_reads_by:
+        hidden = MemoryLog.actor.in_(list(hide_reads_by)) & (MemoryLog.action == "read")
+        query = query.where(~hidden)
     if memory_id is not None:
         query = query.where(MemoryLog.memory_id == memory_id)
     if before_id is not None:
@@ -543,9 +548,7 @@ async def erase_batch(
     redacted, and their sources; ``(memories deleted, ledger rows redacted)``, (0, 0) when
     none are left."""
     await lock_owners(session, [user_id])
-    rows = await session.scalars(
-        _fresh(Memory.user_id == user_id).limit(limit).with_for_update()
-    )
+    rows = await session.scalars(_fresh(Memory.user_id == user_id).limit(limit).with_for_update())
     records = [_record(row) for row in rows]
     if not records:
         return 0, 0

@@ -5,6 +5,7 @@ import-linter contracts in pyproject.toml), never imported from here."""
 
 from app.models import (
     agent,
+    channels,
     consent,
     erasure,
     inbox,
@@ -19,6 +20,7 @@ from app.models.base import Base
 __all__ = [
     "Base",
     "agent",
+    "channels",
     "consent",
     "erasure",
     "inbox",

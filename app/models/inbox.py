@@ -60,4 +60,11 @@ class CompletedStep(Base):
             "done_at",
             postgresql_where=text("step = 'task-grant'"),
         ),
+        # "Once per person per day" notices look up that person's notices of the day.
+        Index(
+            "ix_completed_steps_notices",
+            text("(result ->> 'user_id')"),
+            "done_at",
+            postgresql_where=text("step = 'notice'"),
+        ),
     )

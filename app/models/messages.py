@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import BigInteger, Boolean, Index, Text, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, CreatedAt, Snowflake, Timestamp
@@ -27,6 +29,10 @@ class Message(Base):
     created_at: Mapped[Timestamp]
     edited_at: Mapped[Timestamp | None]
     deleted_at: Mapped[Timestamp | None]
+    # What was attached, by name only ({id, filename, content_type, size}); never the bytes.
+    attachments: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
 
     __table_args__ = (
         Index("ix_messages_channel_recent", "channel_id", text("created_at DESC")),

@@ -53,8 +53,12 @@ def is_forwarded(payload: Mapping[str, Any]) -> bool:
 
 
 def channel_key(data: object) -> str:
+    """A message's channel; a thread event's own id (a thread is the channel its messages
+    arrive in, so its creation keeps its place before them)."""
     if isinstance(data, Mapping):
         channel = data.get("channel_id")
+        if channel is None and "parent_id" in data:
+            channel = data.get("id")
         if isinstance(channel, str | int) and not isinstance(channel, bool):
             return str(channel)
     return NO_CHANNEL

@@ -63,14 +63,16 @@ async def remove_pin(session: AsyncSession, pin_id: int) -> PinRecord | None:
     return _record(gone) if gone is not None else None
 
 
-async def pinned_facts(session: AsyncSession, channel_id: int) -> list[str]:
-    """Global pins, then this channel's, oldest first within each (at most MAX_PINS)."""
+async def pinned_facts(
+    session: AsyncSession, channel_id: int, *, parent_id: int | None = None
+) -> list[str]:
+    """Global pins, then a thread's parent channel's, then this channel's, oldest first
+    within each (at most MAX_PINS). A thread's own pins add to its parent's."""
+    channels = [channel_id] if parent_id is None else [parent_id, channel_id]
     query = (
         select(Pin.content)
-        .where(
-            or_(Pin.scope == "global", (Pin.scope == "channel") & (Pin.channel_id == channel_id))
-        )
-        .order_by((Pin.scope == "channel").asc(), Pin.id)
+        .where(or_(Pin.scope == "global", (Pin.scope == "channel") & Pin.channel_id.in_(channels)))
+        .order_by((Pin.scope == "channel").asc(), (Pin.channel_id == channel_id).asc(), Pin.id)
         .limit(MAX_PINS)
     )
     return list((await session.scalars(query)).all())

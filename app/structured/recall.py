@@ -54,6 +54,7 @@ async def prompt_memory(
     speaker_id: int,
     names: Mapping[int, str],
     participant_ids: Sequence[int],
+    parent_channel_id: int | None = None,
     event_id: str | None = None,
 ) -> PromptMemory:
     """Read (and log, in the caller's transaction) what the reply prompt may remember.
@@ -61,7 +62,8 @@ async def prompt_memory(
     Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
     and the reply is written as it would be without the memory system. In a guild only what
     was learned in that guild surfaces (for every participant); a DM is the speaker's own
-    space, where their memories from anywhere may surface, and nobody else's."""
+    space, where their memories from anywhere may surface, and nobody else's. A thread
+    (``parent_channel_id``) shows its parent channel's pins before its own."""
     if not settings.memory_active:
         return PromptMemory(None, None)
     user_ids = recall_user_ids(
@@ -70,7 +72,7 @@ async def prompt_memory(
         participant_ids=[] if place.is_dm else participant_ids,
         bot_user_id=settings.discord_bot_user_id,
     )
-    pins = await pinned_facts(session, channel_id)
+    pins = await pinned_facts(session, channel_id, parent_id=parent_channel_id)
     trigger = turn_trigger(event_id) if event_id is not None else None
     memories = await recall_for_prompt(
         session, user_ids=user_ids, place=place, actor="reply", trigger=trigger

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.channel import directory, signals
 from app.channel import log as channel_log
-from app.channel import signals
 from app.db import unit_of_work
 from app.inbound import inbox
 from app.inbound.frames import (
@@ -23,6 +23,7 @@ from app.inbound.frames import (
     MessageDeleteBulk,
     MessageUpdate,
     ReactionAdd,
+    Thread,
     parse_dispatch,
 )
 from app.kit.clock import utcnow
@@ -143,6 +144,9 @@ async def _route(services: Services, event: Event, attempt: Attempt) -> None:
     if isinstance(data, MessageCreate):
         await run_turn(services, data, attempt)
         return
+    if isinstance(data, Thread):
+        await record_thread(services, data)
+        return
     event_id = attempt.event_id
     active = services.settings.memory_active
     async with unit_of_work(services.sessions) as session:
@@ -167,6 +171,22 @@ async def _route(services: Services, event: Event, attempt: Attempt) -> None:
                     bot_user_id=services.bot_user_id,
                 )
     await consolidation.enqueue_if_due(services, data.channel_id)
+
+
+async def record_thread(services: Services, thread: Thread) -> None:
+    """THREAD_CREATE / THREAD_UPDATE: where the thread hangs, so it follows its parent's
+    pins, mode and persona. Every process's cached rules are dropped when that changed."""
+    async with unit_of_work(services.sessions) as session:
+        changed = await directory.record_channel(
+            session,
+            thread.id,
+            guild_id=thread.guild_id,
+            parent_id=thread.parent_id,
+            name=thread.name or None,
+            type_=thread.type if thread.type is not None else directory.PUBLIC_THREAD,
+        )
+    if changed:
+        await services.channel_rules.invalidate()
 
 
 async def record_reaction(session: AsyncSession, data: EventData, bot_id: int) -> bool:

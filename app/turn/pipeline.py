@@ -2,7 +2,9 @@
 
 Decide first, generate second, remember after. Every decision without an answer takes the
 conservative branch (react 👍, write the reply, no correction, no memory write), and every
-side effect is recorded per trigger so a retried job does it once."""
+side effect is recorded per trigger so a retried job does it once. Step 6 also applies the
+channel's mode (mention, free, off) and DMS_ENABLED; step 10 shows "typing…" while it writes
+and reads what the message carries (its reply chain, its attachments)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import Counter
 
 from app.agent import TaskRequest
 from app.channel import log as channel_log
+from app.channel.directory import Mode, Rules
 from app.channel.exchange import Place
 from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
@@ -25,12 +29,13 @@ from app.commands.dispatch import handle_command, is_staff
 from app.commands.parser import Command, parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
+from app.discord.attachments import AttachmentRef, Fetched, Named, Skip, content_blocks
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.inbound import steps
-from app.inbound.frames import MessageCreate
+from app.inbound.frames import Attachment, MessageCreate
 from app.inbound.steps import Step
-from app.kit.clock import utcnow
+from app.kit.clock import jst_day, utcnow
 from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
 from app.persona import load_persona
@@ -39,7 +44,10 @@ from app.services import Services
 from app.structured import consolidation, observations
 from app.structured.recall import PromptMemory, prompt_memory
 from app.turn.attempt import Attempt
-from app.turn.prompt import ChatLine, assemble_prompt, task_lines
+from app.turn.chain import reply_chain
+from app.turn.channels import channel_rules
+from app.turn.prompt import ChatLine, Quoted, assemble_prompt, task_lines
+from app.turn.typing import Typing
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,10 @@ APOLOGY = "Sorry, I couldn't put a reply together just now. Please try again in 
 TASK_LIMITED = (
     "I've already worked on quite a few tasks for you in the last hour, so I'll sit this one "
     "out. Ask me again a little later!"
+)
+DMS_OFF = (
+    "I don't chat in DMs on this server's setup, sorry! Mention me in the server instead. "
+    "`!memory …` and `!forgetme` still work here."
 )
 # What the turn still needs once the task agent is done, besides the chat call's own
 # timeout (the written reply, should the agent give nothing): the post and the step records.
@@ -64,6 +76,7 @@ class Context:
     participant_ids: list[int]  # human authors in the history tail, newest first
     names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
+    rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +112,17 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
     if command is not None:  # 4
         await handle_command(services, command, message, attempt.event_id)
         return _finish("command")
+    mentioned = is_addressed(message, services.bot_user_id)
+    rules = await channel_rules(services, message, mentioned=mentioned)
     await detect_correction(services, message, attempt)  # 5
-    if not is_addressed(message, services.bot_user_id):  # 6
-        return _finish("not_addressed")
-    context = await load_context(services, message, attempt.event_id)  # 7
+    audience = addressing(
+        message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
+    )  # 6
+    if audience is Audience.DMS_OFF:
+        await dms_off_notice(services, message, attempt.event_id)
+    if audience is not Audience.ADDRESSED:
+        return _finish(audience.value)
+    context = await load_context(services, message, attempt.event_id, rules)  # 7
     if await react(services, message, context, attempt):  # 8
         return _finish("emoji_only")
     # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
@@ -202,11 +222,53 @@ async def _bot_message_replied_to(
 # 6. Addressed? --------------------------------------------------------------------------
 
 
+class Audience(StrEnum):
+    """Whether this message is a turn for the bot, and if not, why (the turn's outcome)."""
+
+    ADDRESSED = "addressed"
+    NOT_ADDRESSED = "not_addressed"
+    CHANNEL_OFF = "channel_off"  # an operator turned the bot off in this channel
+    DMS_OFF = "dms_off"  # DMS_ENABLED=false: DM conversation gets a daily notice only
+
+
 def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
     """A mention in the text, or a DM. A reply's implicit ping alone does not address us."""
     if message.guild_id is None:
         return True
     return f"<@{bot_user_id}>" in message.content or f"<@!{bot_user_id}>" in message.content
+
+
+def addressing(
+    message: MessageCreate, bot_user_id: int, mode: Mode, *, dms_enabled: bool
+) -> Audience:
+    """Decided once, here: seed 002's rule in `mention` channels (the default), every
+    message in `free` ones, none in `off` ones; a DM unless DM conversation is off."""
+    if message.guild_id is None:
+        return Audience.ADDRESSED if dms_enabled else Audience.DMS_OFF
+    if mode is Mode.OFF:
+        return Audience.CHANNEL_OFF
+    if mode is Mode.FREE or is_addressed(message, bot_user_id):
+        return Audience.ADDRESSED
+    return Audience.NOT_ADDRESSED
+
+
+async def dms_off_notice(services: Services, message: MessageCreate, event_id: str) -> None:
+    """One short notice per person per JST day; their other DMs that day get nothing."""
+    day = jst_day(utcnow()).isoformat()
+    async with unit_of_work(services.sessions) as session:
+        due = await steps.notice_due(
+            session, event_id, message.author.id, kind=Audience.DMS_OFF.value, day=day
+        )
+    if not due:
+        return
+    try:
+        await services.discord.send_message(
+            message.channel_id, DMS_OFF, nonce_key=f"dms-off:{event_id}", reply_to=message.id
+        )
+    except DiscordUnavailable:
+        raise  # retried; the nonce keeps it to one notice
+    except DiscordError as exc:
+        log.info("DM notice not sent", extra={"error": type(exc).__name__})
 
 
 # 7. Context -----------------------------------------------------------------------------
@@ -215,14 +277,20 @@ def is_addressed(message: MessageCreate, bot_user_id: int) -> bool:
 TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPLY)
 
 
-async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
-    """The last 20 messages, the persona with the active style, and this turn's progress."""
+async def load_context(
+    services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
+) -> Context:
+    """The last 20 messages, the persona with the active style and this channel's addition,
+    and this turn's progress."""
+    rules = rules or Rules()
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session)
         done = await steps.done_many(session, event_id, TURN_STEPS)
-    conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
-    persona = load_persona(services.settings.persona_path, style.content if style else None)
+    conversation = [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
+    persona = load_persona(
+        services.settings.persona_path, style.content if style else None, rules.persona
+    )
     humans = [m for m in reversed(recent) if not m.is_bot]
     return Context(
         conversation=conversation,
@@ -230,15 +298,21 @@ async def load_context(services: Services, message: MessageCreate, event_id: str
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
         names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
+        rules=rules,
     )
 
 
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
+    """Text only: the decision model never sees an attachment, only its name."""
     lines = "\n".join(task_lines(context.conversation, limit=8))
+    said = ChatLine(message.author_name, False, message.content, _names(message)).shown
     return (
-        f"Recent conversation:\n{lines}\n\n"
-        f"Message to answer, from {message.author_name}:\n{message.content}"
+        f"Recent conversation:\n{lines}\n\nMessage to answer, from {message.author_name}:\n{said}"
     )
+
+
+def _names(message: MessageCreate) -> tuple[str, ...]:
+    return tuple(_ref(a).label for a in message.attachments)
 
 
 # 8. React -------------------------------------------------------------------------------
@@ -297,6 +371,7 @@ async def recall(
             session,
             services.settings,
             channel_id=message.channel_id,
+            parent_channel_id=context.rules.parent_id,
             place=Place(message.guild_id),
             speaker_id=speaker,
             names={**context.names, speaker: message.author_name},
@@ -313,13 +388,19 @@ async def respond(
     wants_task: bool,
     memory: PromptMemory | None,
 ) -> Reply:
-    """Post one reply, once: the text is fixed before posting, the post is recorded after."""
+    """Post one reply, once: the text is fixed before posting, the post is recorded after.
+    "Bot is typing…" shows from the moment the turn starts writing until just before the
+    post (the post itself ends it on Discord)."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
         assert memory is not None  # recalled whenever the text is not fixed yet
-        planned = await _fix_text(services, message, context, attempt, wants_task, memory)
+        async with Typing(services.discord, message.channel_id) as typing:
+            writer = Writing(services, message, context.rules, typing)
+            planned = await _fix_text(
+                services, message, context, attempt, writer, memory, wants_task
+            )
     return await _post(services, message, attempt, planned)
 
 
@@ -328,14 +409,15 @@ async def _fix_text(
     message: MessageCreate,
     context: Context,
     attempt: Attempt,
-    wants_task: bool,
+    writer: Writing,
     memory: PromptMemory,
+    wants_task: bool,
 ) -> dict[str, Any]:
     """Compose and record the reply's text. A participant whose memories the prompt held
     and whose erasure began meanwhile is left out: the text is composed once more without."""
     for _ in range(2):
         text, failed = await _compose(
-            services, message, context, memory, attempt, wants_task=wants_task
+            services, message, context, memory, attempt, writer, wants_task=wants_task
         )
         owners = sorted(memory.owners)
         async with writing(services, attempt, message.author.id, owners) as (session, gone):
@@ -348,21 +430,65 @@ async def _fix_text(
     return {"text": APOLOGY, "failed": True, "owners": []}
 
 
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """What the reply reads besides the conversation: the reply chain and the attachments."""
+
+    answering: list[Quoted]
+    attachments: list[Fetched]
+
+
+class Writing:
+    """The turn has decided to write: typing starts, and what the message carries (its
+    reply chain, its attachments) is read once for whichever path writes."""
+
+    def __init__(
+        self, services: Services, message: MessageCreate, rules: Rules, typing: Typing
+    ) -> None:
+        self._services, self._message, self._rules, self._typing = services, message, rules, typing
+        self._carried: Carried | None = None
+
+    async def begin(self) -> Carried:
+        self._typing.start()
+        if self._carried is None:
+            answering, attachments = await asyncio.gather(
+                reply_chain(self._services, self._message, self._rules),
+                _attachments(self._services, self._message),
+            )
+            self._carried = Carried(answering, attachments)
+        return self._carried
+
+
+async def _attachments(services: Services, message: MessageCreate) -> list[Fetched]:
+    refs = [_ref(a) for a in message.attachments]
+    if services.attachments is None:
+        return [Named(ref, Skip.FAILED) for ref in refs]
+    return await services.attachments.fetch_all(refs)
+
+
+def _ref(attachment: Attachment) -> AttachmentRef:
+    return AttachmentRef(
+        attachment.filename, attachment.content_type, attachment.size, attachment.url
+    )
+
+
 async def _compose(
     services: Services,
     message: MessageCreate,
     context: Context,
     memory: PromptMemory,
     attempt: Attempt,
+    writer: Writing,
     *,
     wants_task: bool,
 ) -> tuple[str, bool]:
     if wants_task and services.agent is not None:
-        text = await run_task(services, message, context, attempt)
+        text = await run_task(services, message, context, attempt, writer)
         if text:
             return text, False
+    carried = await writer.begin()
     try:
-        return await write_reply(services, context, memory), False
+        return await write_reply(services, message, context, memory, carried), False
     except ChatFailed as exc:
         if isinstance(exc, ChatUnavailable) and not attempt.last:
             # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
@@ -385,7 +511,11 @@ def task_budget(deadline: float | None, now: float, chat_timeout_s: float) -> fl
 
 
 async def run_task(
-    services: Services, message: MessageCreate, context: Context, attempt: Attempt
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    attempt: Attempt,
+    writer: Writing,
 ) -> str | None:
     """The text the task path posts: the agent's answer, or the polite refusal past the
     person's hourly limit; None to write the normal reply. The agent runs at most once per
@@ -407,6 +537,7 @@ async def run_task(
         return None
     if not await _grant_task(services, message, attempt):
         return TASK_LIMITED
+    carried = await writer.begin()
     request = TaskRequest(
         channel_id=message.channel_id,
         requester_name=message.author_name,
@@ -414,6 +545,8 @@ async def run_task(
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
         requester_is_staff=is_staff(message, services.settings),
+        answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
+        attachments=tuple(carried.attachments),
         author_ids=frozenset({message.author.id, *context.participant_ids}),
         since=attempt.since,
     )
@@ -441,13 +574,23 @@ async def _grant_task(services: Services, message: MessageCreate, attempt: Attem
     return granted
 
 
-async def write_reply(services: Services, context: Context, memory: PromptMemory) -> str:
-    """The text path: assemble in the seed's order, generate."""
+async def write_reply(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    memory: PromptMemory,
+    carried: Carried | None = None,
+) -> str:
+    """The text path: assemble in the seed's order, generate. Images and files reach the
+    chat model here, as content blocks of the message's own turn."""
+    carried = carried or Carried([], [])
     prompt = assemble_prompt(
         channel_summary=memory.channel_summary,
         memory_block=memory.memory_block,
         conversation=context.conversation,
         persona=context.persona,
+        answering=carried.answering,
+        attached=content_blocks(message.author_name, carried.attachments),
     )
     return await services.chat.write(
         Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024

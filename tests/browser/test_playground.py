@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,9 +151,10 @@ def test_the_console_shows_alices_memories_and_her_ledger(page: Any, stack: DevS
     memories, ledger = page.locator("#memories"), page.locator("#ledger")
     expect(memories).to_contain_text("Alice's cat is called Miso.")
     expect(memories).to_contain_text("source: self")
-    expect(memories).to_contain_text("learned in: guild")
+    expect(memories).to_contain_text("learned in: Playground (guild)")
     memories.locator("summary").first.click()
-    expect(memories.locator("li.source").first).to_contain_text("https://discord.com/channels/")
+    source = memories.locator("li.source").first
+    expect(source).to_contain_text("#general in Playground: https://discord.com/channels/")
     expect(ledger.locator("li.entry.action-add")).not_to_have_count(0)
     expect(ledger.locator("li.entry.action-read")).not_to_have_count(0)
     expect(ledger).to_contain_text("by extraction")
@@ -185,3 +188,73 @@ def test_bob_edits_deletes_reacts_and_replies_to_the_bot(page: Any, stack: DevSt
     answer = page.locator("#messages li.msg[data-author='Bob']").last
     expect(answer).to_contain_text("replying to companion")
     expect(answer).to_contain_text("no, I'm a doctor")
+
+
+def png(width: int = 8, height: int = 8) -> bytes:
+    """A small valid PNG (a blue square), so the page can show it as the browser would."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\x30\x60\xd0" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_alice_attaches_a_photo_and_a_file_and_sees_the_bot_typing(
+    page: Any, stack: DevStack, tmp_path: Path
+) -> None:
+    photo, notes = tmp_path / "cat.png", tmp_path / "notes.txt"
+    photo.write_bytes(png())
+    notes.write_text("Shopping list\nmilk\neggs\n", encoding="utf-8")
+    page.locator("#attach").set_input_files([str(photo), str(notes)])
+    expect(page.locator("#attached")).to_contain_text("cat.png")
+
+    send(page, "what do you see in these?")
+    typing = page.locator("#typing")
+    expect(typing).to_have_text("companion is typing…")  # the demo takes a moment to write
+    reply = page.locator("#messages li.msg.bot", has_text="I can see your image")
+    expect(reply).to_contain_text("I can see your image: cat.png.")
+    expect(reply).to_contain_text("I read notes.txt (3 lines); it starts: “Shopping list”.")
+    expect(typing).to_have_text("")  # the reply ended it
+
+    mine = page.locator("#messages li.msg[data-author='Alice']", has_text="what do you see")
+    picture = mine.locator(".files img")
+    expect(picture).to_have_attribute("alt", "image cat.png")
+    assert picture.evaluate("img => img.naturalWidth") == 8  # served by the fake CDN
+    expect(mine.locator(".files")).to_contain_text("notes.txt")
+
+
+def test_a_thread_under_general_and_a_japanese_statement_remembered(
+    page: Any, stack: DevStack
+) -> None:
+    page.get_by_label("New thread in #general").fill("週末の予定")
+    page.get_by_role("button", name="Start thread").click()
+    expect(page.locator("#channel-title")).to_have_text("#general › 週末の予定")
+    expect(page.get_by_role("button", name="thread 週末の予定 in #general")).to_be_visible()
+
+    send(page, "私は京都に住んでいます")
+    reply = page.locator("#messages li.msg.bot").last
+    expect(reply).to_contain_text("覚えておくね：Aliceは京都に住んでいます。")
+    recalled = page.locator("#messages li.msg.bot", has_text="覚えていること")
+    for attempt in range(4):  # the memory job runs after the reply
+        send(page, "私のこと覚えてる？")
+        expect(page.locator("#messages li.msg.bot")).to_have_count(2 + attempt)
+        if recalled.count():
+            break
+    expect(recalled.last).to_contain_text("Aliceは京都に住んでいます。")
+
+    page.get_by_role("button", name="Refresh").click()
+    memories, ledger = page.locator("#memories"), page.locator("#ledger")
+    expect(memories).to_contain_text("Aliceは京都に住んでいます。")
+    memories.locator("summary").first.click()
+    expect(memories.locator("li.source").first).to_contain_text("#general › 週末の予定")
+    expect(ledger).not_to_contain_text("by admin")  # the console's own reads, hidden
+    page.get_by_label("Show the console's own reads").check()
+    expect(ledger).to_contain_text("by admin")

@@ -128,7 +128,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
             await redis.aclose()
 
         await count_outcomes(tally, fault_sessions, stack.discord, ids, addressed=ids)
-        posts = stack.discord.calls_to("POST", "/channels/")
+        posts = [c for c in stack.discord.calls_to("POST") if c.path.endswith("/messages")]
         tally.extra["model_calls"] = len(stack.model.requests)
         tally.extra["reply_posts"] = len(posts)
         tally.extra["reaction_puts"] = len(stack.discord.calls_to("PUT", "/channels/"))

@@ -26,7 +26,11 @@ def message_create(
     reply_to: dict[str, Any] | None = None,
     roles: list[int] | None = None,
     timestamp: datetime | None = None,
+    reply_to_id: int | None = None,
+    attachments: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """``reply_to``: the quoted message (Discord's ``referenced_message``); ``reply_to_id``:
+    a reply whose quote Discord left out (it does, for older or uncached messages)."""
     mid = message_id if message_id is not None else next_id()
     d: dict[str, Any] = {
         "id": str(mid),
@@ -47,7 +51,7 @@ def message_create(
         "mention_everyone": False,
         "mentions": [],
         "mention_roles": [],
-        "attachments": [],
+        "attachments": attachments or [],
         "embeds": [],
         "pinned": False,
         "nonce": str(mid),
@@ -62,6 +66,9 @@ def message_create(
             "type": 0,
         }
         d["referenced_message"] = reply_to
+    elif reply_to_id is not None:
+        d["type"] = 19
+        d["message_reference"] = {"message_id": str(reply_to_id), "channel_id": str(channel_id)}
     return {"op": 0, "t": "MESSAGE_CREATE", "s": 42, "d": d}
 
 

@@ -24,6 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import ConnectionClosed
 
+from app.relay.frames import channel_key
 from app.relay.gateway import GatewayTuning
 from app.relay.settings import RelaySettings
 
@@ -289,7 +290,8 @@ def relay_settings(webhook_base: str, **overrides: Any) -> RelaySettings:
 
 
 def channel_of(body: bytes) -> str:
-    return str(json.loads(body)["d"]["channel_id"])
+    """The lane a frame travels in (a thread event's is the thread's own id)."""
+    return channel_key(json.loads(body)["d"])
 
 
 def message(mid: int, channel: str = "10", **extra: Any) -> dict[str, Any]:
@@ -298,3 +300,7 @@ def message(mid: int, channel: str = "10", **extra: Any) -> dict[str, Any]:
 
 def reaction(mid: int, channel: str = "10") -> dict[str, Any]:
     return {"message_id": str(mid), "channel_id": channel, "user_id": "7", "emoji": {"name": "👍"}}
+
+
+def thread(tid: int, parent: str = "10") -> dict[str, Any]:
+    return {"id": str(tid), "parent_id": parent, "guild_id": "1", "name": "a thread", "type": 11}

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from app.chat.fake import FakeAnthropic, Text
 from app.config import Settings
 from app.decision.fake import FakeJev
-from app.discord.fake import FakeDiscord
+from app.discord.fake import FakeCDN, FakeDiscord
 from app.main import create_app
 from tests.support.servers import serve
 from tests.support.worker import drain
@@ -33,6 +33,7 @@ class Stack:
     discord: FakeDiscord
     jev: FakeJev
     model: FakeAnthropic
+    cdn: FakeCDN
 
     async def post(self, frame: dict[str, Any]) -> dict[str, Any]:
         async with httpx.AsyncClient(base_url=self.api) as client:
@@ -61,14 +62,16 @@ async def running_stack(
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """``discord_app`` serves in place of ``discord.app`` (e.g. a wrapper that holds answers)."""
-    jev, model = FakeJev(api_key=JEV_KEY), FakeAnthropic()
+    jev, model, cdn = FakeJev(api_key=JEV_KEY), FakeAnthropic(), FakeCDN()
     discord = discord or FakeDiscord(bot_user_id=BOT_ID)
     model.default = Text("Hello from the model!")
     async with (
         serve(jev.app) as jev_url,
         serve(model.app) as model_url,
         serve(discord_app or discord.app) as discord_url,
+        serve(cdn.app) as cdn_url,
     ):
+        cdn.base_url = cdn_url
         monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
         configured = settings.model_copy(
@@ -78,8 +81,9 @@ async def running_stack(
                 "discord_bot_user_id": BOT_ID,
                 "jev_url": jev_url,
                 "jev_api_key": SecretStr(JEV_KEY),
+                "discord_attachment_hosts": [cdn_url.removeprefix("http://")],
                 **overrides,
             }
         )
         async with serve(create_app(configured)) as api:
-            yield Stack(configured, api, discord, jev, model)
+            yield Stack(configured, api, discord, jev, model, cdn)

@@ -1,11 +1,14 @@
-// The playground: plays Discord against the local stack. Messages, edits, deletes and
-// reactions are posted to /webhook as gateway dispatch frames; what happens (frames the
-// webhook accepted, and the bot's messages and reactions through the fake Discord REST API)
+// The playground: plays Discord against the local stack. Messages, edits, deletes, reactions
+// and new threads are posted to /webhook as gateway dispatch frames; attached files are first
+// uploaded to the fake CDN, as Discord keeps them on its own. What happens (frames the webhook
+// accepted, and the bot's messages, reactions and typing through the fake Discord REST API)
 // comes back on one server-sent event stream. The console beside it uses the admin API.
 "use strict";
 
 const DISCORD_EPOCH = 1420070400000n;
 const EMOJIS = ["👍", "❤️", "😂", "🎉", "😮"];
+const TYPING_MS = 10000; // how long Discord shows one typing call
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const $ = (id) => document.getElementById(id);
 
 const state = {
@@ -22,6 +25,8 @@ const state = {
   ledgerBefore: null,
   ledgerPaged: false,
   pendingRollback: null,
+  threads: new Map(), // thread id -> {id, parentId, name}
+  typing: new Map(), // channel id -> when the bot's typing indicator ends (ms)
 };
 
 // --- helpers --------------------------------------------------------------------------
@@ -55,12 +60,24 @@ function person(id) {
 function channelName(id) {
   const channel = state.config.guild.channels.find((c) => c.id === id);
   if (channel) return "#" + channel.name;
+  const thread = state.threads.get(id);
+  if (thread) return `${channelName(thread.parentId)} › ${thread.name}`;
   const owner = state.config.people.find((p) => p.dmChannel === id);
   return owner ? `DM ${owner.name} ↔ ${state.config.bot.name}` : id;
 }
 
 function isDm(channelId) {
   return state.config.people.some((p) => p.dmChannel === channelId);
+}
+
+function parentOf(channelId) {
+  return state.threads.get(channelId)?.parentId || channelId;
+}
+
+function sizeText(size) {
+  if (size < 1024) return `${size} B`;
+  if (size < 1024 * 1024) return `${Math.round(size / 1024)} KB`;
+  return `${(size / (1024 * 1024)).toFixed(1)} MB`;
 }
 
 function readable(text) {
@@ -105,12 +122,26 @@ function place(channelId) {
   return isDm(channelId) ? {} : { guild_id: state.config.guild.id };
 }
 
-async function sendMessage(text) {
+// A file the person attaches: uploaded to the fake CDN, described as Discord describes it.
+async function upload(file) {
+  const response = await fetch("/playground/attachments", {
+    method: "POST",
+    headers: { "content-type": file.type || "application/octet-stream", "x-filename": encodeURIComponent(file.name) },
+    body: file,
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`could not attach ${file.name}: ${body.detail || response.status}`);
+  return body;
+}
+
+async function sendMessage(text, files = []) {
   const bot = state.config.bot;
   const dm = isDm(state.channel);
   // Commands (`!memory show`) work without a mention, and a mention in front would hide them.
   const mention = !dm && $("mention").checked && !text.startsWith("!");
-  const content = mention ? `<@${bot.id}> ${text}` : text;
+  const content = mention ? `<@${bot.id}> ${text}`.trim() : text;
+  const attachments = [];
+  for (const file of files) attachments.push(await upload(file));
   const d = {
     id: snowflake(),
     channel_id: state.channel,
@@ -123,7 +154,7 @@ async function sendMessage(text) {
     mention_everyone: false,
     mentions: mention ? [{ id: bot.id, username: bot.name, bot: true }] : [],
     mention_roles: [],
-    attachments: [],
+    attachments,
     embeds: [],
     pinned: false,
     author: author(state.me),
@@ -141,6 +172,30 @@ async function sendMessage(text) {
     };
   }
   await dispatch("MESSAGE_CREATE", d);
+}
+
+async function startThread(name) {
+  const parentId = parentOf(state.channel);
+  const d = {
+    id: snowflake(),
+    guild_id: state.config.guild.id,
+    parent_id: parentId,
+    name: name || `thread ${state.threads.size + 1}`,
+    type: 11,
+    owner_id: state.me.id,
+    newly_created: true,
+    message_count: 0,
+    member_count: 1,
+    thread_metadata: { archived: false, auto_archive_duration: 1440, locked: false, create_timestamp: new Date().toISOString() },
+  };
+  await dispatch("THREAD_CREATE", d);
+  addThread(d);
+  showChannel(d.id);
+}
+
+function addThread(d) {
+  state.threads.set(String(d.id), { id: String(d.id), parentId: String(d.parent_id), name: d.name || String(d.id) });
+  renderChannels();
 }
 
 async function editMessage(message, content) {
@@ -192,12 +247,34 @@ function upsertMessage(data, fromBot) {
     deleted: false,
     reference: data.message_reference ? String(data.message_reference.message_id) : null,
     reactions: new Map(),
+    attachments: data.attachments || [],
   };
   message.content = data.content ?? message.content;
   state.messages.set(id, message);
   if (!existing) arrived(message);
+  if (message.author.bot) stopTyping(message.channelId);
   render(message);
 }
+
+// --- "companion is typing…" -----------------------------------------------------------
+
+function typingFrom(data) {
+  const since = Number(data.timestamp) * 1000 || Date.now();
+  const until = since + TYPING_MS;
+  if (until <= Date.now()) return; // an old event replayed from the feed's history
+  state.typing.set(String(data.channel_id), until);
+  renderTyping();
+}
+
+function stopTyping(channelId) {
+  if (state.typing.delete(channelId)) renderTyping();
+}
+
+function renderTyping() {
+  const until = state.typing.get(state.channel) || 0;
+  $("typing").textContent = until > Date.now() ? `${state.config.bot.name} is typing…` : "";
+}
+setInterval(() => state.config && renderTyping(), 1000);
 
 function arrived(message) {
   if (message.channelId === state.channel) return;
@@ -237,6 +314,9 @@ function onFrame({ t, d }) {
       return react(d.channel_id, d.message_id, d.emoji.name, d.user_id, true);
     case "MESSAGE_REACTION_REMOVE":
       return react(d.channel_id, d.message_id, d.emoji.name, d.user_id, false);
+    case "THREAD_CREATE":
+    case "THREAD_UPDATE":
+      return addThread(d);
   }
 }
 
@@ -245,6 +325,7 @@ function onEvent(event) {
   if (kind === "frame") onFrame(data);
   else if (kind === "message") upsertMessage(data, true);
   else if (kind === "reaction") react(data.channel_id, data.message_id, data.emoji, data.user_id, true);
+  else if (kind === "typing") typingFrom(data);
   if (kind === "message" || kind === "reaction") consoleSoon();
 }
 
@@ -286,14 +367,26 @@ function messageNode(message) {
   ];
   const body = state.editing === message.id ? editor(message)
     : el("p", { class: "content" }, message.deleted ? "(message deleted)" : readable(message.content));
+  const files = message.deleted || !message.attachments.length ? null
+    : el("ul", { class: "files", "aria-label": "Attachments" }, message.attachments.map(fileNode));
   return el("li", { id: "m-" + message.id, class: `msg${message.author.bot ? " bot" : ""}${message.deleted ? " deleted" : ""}`, "data-author": message.author.name },
     referenced ? el("p", { class: "ref" }, `↪ replying to ${referenced.author.name}: “${readable(referenced.content).slice(0, 80)}”`) : null,
     el("p", { class: "meta" },
       el("span", { class: "author" }, message.author.name), message.author.bot ? el("span", { class: "tag" }, "BOT") : null,
       el("time", { datetime: message.timestamp }, clock(message.timestamp)), message.edited ? " (edited)" : null),
     body,
+    files,
     reactions.length ? el("ul", { class: "reactions", "aria-label": "Reactions" }, reactions) : null,
     el("div", { class: "actions" }, actions));
+}
+
+function fileNode(attachment) {
+  const type = (attachment.content_type || "").split(";")[0];
+  const label = `${attachment.filename} (${sizeText(attachment.size || 0)})`;
+  if (IMAGE_TYPES.includes(type) && attachment.url) {
+    return el("li", {}, el("img", { src: attachment.url, alt: `image ${attachment.filename}`, title: label }));
+  }
+  return el("li", { class: "file" }, `📎 ${label}`);
 }
 
 function editor(message) {
@@ -333,11 +426,33 @@ function showChannel(channelId) {
   $("channel-title").textContent = name;
   $("text-label").textContent = "Message " + name;
   $("mention").disabled = isDm(channelId);
+  $("thread-form").hidden = isDm(channelId);
+  $("thread-label").textContent = `New thread in ${channelName(parentOf(channelId))}`;
+  renderTyping();
   $("messages").replaceChildren();
   const here = [...state.messages.values()].filter((m) => m.channelId === channelId);
   here.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
   for (const message of here) $("messages").append(messageNode(message));
   renderNav();
+}
+
+function channelButton(id, label, extra = {}) {
+  return el("button", { type: "button", class: "channel", "data-channel": id, onclick: () => showChannel(id), ...extra },
+    el("span", { "aria-hidden": "true" }, label.mark), ` ${label.name} `, el("span", { class: "badge", hidden: true }));
+}
+
+function renderChannels() {
+  const items = [];
+  for (const c of state.config.guild.channels) {
+    items.push(el("li", {}, channelButton(c.id, { mark: "#", name: c.name })));
+    for (const t of state.threads.values()) {
+      if (t.parentId === c.id) {
+        items.push(el("li", { class: "thread" }, channelButton(t.id, { mark: "↳", name: t.name }, { "aria-label": `thread ${t.name} in #${c.name}` })));
+      }
+    }
+  }
+  $("channels").replaceChildren(...items);
+  if (state.channel) renderNav();
 }
 
 function renderNav() {
@@ -392,9 +507,19 @@ const ORIGINS = {
   any: "written by hand (anywhere)",
 };
 
+function guildName(guildId) {
+  return guildId === state.config.guild.id ? `${state.config.guild.name} (guild)` : `guild ${guildId}`;
+}
+
 function describeOrigin(origin) {
   if (!origin) return ORIGINS.unknown;
-  return origin.kind === "guild" ? `guild ${origin.guildId}` : ORIGINS[origin.kind] ?? origin.kind;
+  return origin.kind === "guild" ? guildName(origin.guildId) : ORIGINS[origin.kind] ?? origin.kind;
+}
+
+function sourcePlace(source) {
+  const where = channelName(source.channelId);
+  if (source.guildId === null || source.guildId === undefined) return where;
+  return where.startsWith("#") ? `${where} in ${state.config.guild.name}` : `${where} (${guildName(source.guildId)})`;
 }
 
 function memoryNode(memory) {
@@ -405,12 +530,14 @@ function memoryNode(memory) {
       `source: ${memory.source} · learned in: ${describeOrigin(memory.origin)}`,
       ` · updated ${clock(memory.updatedAt)}`),
     sources.length ? el("details", {}, el("summary", {}, `${sources.length} source${sources.length > 1 ? "s" : ""}`),
-      el("ul", {}, sources.map((s) => el("li", { class: "source" }, s.link)))) : null);
+      el("ul", {}, sources.map((s) => el("li", { class: "source" }, `${sourcePlace(s)}: `, el("a", { href: s.link }, s.link))))) : null);
 }
 
 async function loadLedger(older = false) {
   const before = older && state.ledgerBefore ? `&before=${state.ledgerBefore}` : "";
-  const answer = await admin("GET", `/users/${consolePerson()}/memory-log?limit=20${before}`);
+  // The console's own reads (two a refresh) would bury the real events: hidden unless asked.
+  const hide = $("ledger-admin").checked ? "" : "&hideAdminReads=true";
+  const answer = await admin("GET", `/users/${consolePerson()}/memory-log?limit=20${before}${hide}`);
   const list = $("ledger");
   if (!older) list.replaceChildren();
   $("ledger-older").hidden = true;
@@ -579,12 +706,21 @@ async function start() {
     $("who").append(el("option", { value: p.id }, label));
     $("console-person").append(el("option", { value: p.id }, label));
   }
-  $("channels").replaceChildren(...config.guild.channels.map((c) =>
-    el("li", {}, el("button", { type: "button", class: "channel", "data-channel": c.id, onclick: () => showChannel(c.id) },
-      el("span", { "aria-hidden": "true" }, "#"), ` ${c.name} `, el("span", { class: "badge", hidden: true })))));
+  renderChannels();
   $("dm-button").addEventListener("click", () => showChannel(state.me.dmChannel));
   $("who").addEventListener("change", (e) => choosePerson(e.target.value));
   $("console-person").addEventListener("change", () => refreshConsole());
+  $("ledger-admin").addEventListener("change", () => loadLedger());
+  $("thread-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    run(async () => {
+      await startThread($("thread-name").value.trim());
+      $("thread-name").value = "";
+    });
+  });
+  $("attach").addEventListener("change", () => {
+    $("attached").replaceChildren(...[...$("attach").files].map((f) => el("li", {}, `📎 ${f.name} (${sizeText(f.size)})`)));
+  });
   $("refresh").addEventListener("click", () => refreshConsole());
   $("ledger-older").addEventListener("click", () => {
     state.ledgerPaged = true;
@@ -597,10 +733,13 @@ async function start() {
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("text").value.trim();
-    if (!text) return;
+    const files = [...$("attach").files];
+    if (!text && !files.length) return;
     run(async () => {
-      await sendMessage(text);
+      await sendMessage(text, files);
       $("text").value = "";
+      $("attach").value = "";
+      $("attached").replaceChildren();
       cancelReply();
     });
   });

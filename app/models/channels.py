@@ -1,0 +1,32 @@
+"""The channel directory: where each channel hangs (a thread's parent) and what the operators
+set for it (mode, persona). Owned by app.channel.directory alone."""
+
+from __future__ import annotations
+
+from sqlalchemy import CheckConstraint, Index, Integer, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.models.base import Base, CreatedAt, Snowflake, Timestamp
+
+
+class Channel(Base):
+    __tablename__ = "channels"
+
+    id: Mapped[Snowflake] = mapped_column(primary_key=True, autoincrement=False)
+    guild_id: Mapped[Snowflake | None]
+    # A thread's parent channel (THREAD_CREATE/UPDATE, or GET /channels/{id}); null otherwise.
+    parent_id: Mapped[Snowflake | None]
+    name: Mapped[str | None] = mapped_column(Text)
+    type: Mapped[int | None] = mapped_column(Integer)  # Discord's channel type, when known
+    # Null: not set here (a thread follows its parent, a channel has the default).
+    mode: Mapped[str | None] = mapped_column(Text)
+    persona: Mapped[str | None] = mapped_column(Text)
+    settings_by: Mapped[Snowflake | None]  # the staff member who last set them (null: admin API)
+    settings_at: Mapped[Timestamp | None]
+    updated_at: Mapped[CreatedAt]
+
+    __table_args__ = (
+        CheckConstraint("mode IN ('mention', 'free', 'off')", name="mode"),
+        CheckConstraint("char_length(persona) <= 500", name="persona_length"),
+        Index("ix_channels_parent_id", "parent_id"),
+    )

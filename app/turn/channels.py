@@ -1,0 +1,66 @@
+"""What holds in the channel of a turn (mode, persona, a thread's parent): from this
+process's cache, else the directory, else asked once of Discord (GET /channels/{id}) for a
+channel the directory never placed, such as a thread whose THREAD_CREATE has not arrived."""
+
+from __future__ import annotations
+
+import logging
+
+from app.channel import directory
+from app.channel.directory import DEFAULT, Known, Rules
+from app.db import unit_of_work
+from app.discord.errors import DiscordError
+from app.inbound.frames import THREAD_TYPES, MessageCreate
+from app.services import Services
+
+log = logging.getLogger(__name__)
+
+
+async def channel_rules(services: Services, message: MessageCreate, *, mentioned: bool) -> Rules:
+    """A DM has no channel settings; a guild channel's come cached per process. Discord is
+    asked about a channel the directory never placed only when it matters: the bot is
+    mentioned there, or some channel has a mode a thread could inherit."""
+    if message.guild_id is None:
+        return DEFAULT
+    cache, channel_id = services.channel_rules, message.channel_id
+    if (cached := await cache.peek(channel_id)) is not None:
+        return cached
+    async with services.sessions() as session:
+        here, found = await directory.rules_for(session, channel_id)
+        inherits = here is None or not here.placed
+        if inherits and not mentioned and not await directory.any_mode_set(session):
+            return found  # nothing a parent could change for an unaddressed message
+    if inherits:
+        found = await _place(services, here, channel_id, message.guild_id) or found
+    await cache.put(channel_id, found)
+    return found
+
+
+async def _place(
+    services: Services, here: Known | None, channel_id: int, guild_id: int
+) -> Rules | None:
+    """Ask Discord what the channel is, record it, and say what holds there now; None when
+    Discord would not say (asked again once this process's cached rules expire)."""
+    try:
+        channel = await services.discord.get_channel(channel_id)
+    except DiscordError as exc:
+        log.info("channel not looked up", extra={"error": type(exc).__name__})
+        return None
+    kind = channel.get("type")
+    kind = kind if isinstance(kind, int) and not isinstance(kind, bool) else 0
+    parent_text = str(channel.get("parent_id") or "")
+    # A text channel's parent_id is its category: only a thread hangs under a channel.
+    parent_id = int(parent_text) if kind in THREAD_TYPES and parent_text.isdigit() else None
+    name = channel.get("name")
+    async with unit_of_work(services.sessions) as session:
+        await directory.record_channel(
+            session,
+            channel_id,
+            guild_id=guild_id,
+            parent_id=parent_id,
+            name=name if isinstance(name, str) else None,
+            type_=kind,
+        )
+        parent = await directory.known(session, parent_id) if parent_id is not None else None
+    own = here.own if here is not None else directory.Own()
+    return directory.rules(channel_id, Known(channel_id, guild_id, parent_id, own), parent)

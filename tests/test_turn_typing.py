@@ -1,0 +1,69 @@
+""" "Bot is typing…" end to end: POST /webhook → real worker → the Discord fake's typing route.
+From the moment the turn writes (after the reaction) until the reply is posted, renewed by
+the worker; never for an emoji-only turn, a command or a refused turn; never a delay."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from app.chat.fake import Delay, Text
+from app.decision.vocabulary import Question
+from app.turn.typing import RENEW_EVERY_S
+from tests.support.frames import message_create
+from tests.support.stack import BOT_ID, Stack
+
+MENTION = f"<@{BOT_ID}>"
+CHANNEL = 300
+DISCORD_INDICATOR_S = 10.0  # how long Discord shows one typing call
+
+
+def moments(stack: Stack) -> tuple[float, list[float], float]:
+    """When the reaction, each typing call and the reply reached Discord."""
+    [reaction] = stack.discord.calls_to("PUT", f"/channels/{CHANNEL}/messages/")
+    [post] = stack.discord.calls_to("POST", f"/channels/{CHANNEL}/messages")
+    return reaction.at, [c.at for c in stack.discord.typing_in(CHANNEL)], post.at
+
+
+@pytest.mark.timeout(60)
+async def test_a_14_second_reply_is_covered_by_renewed_typing_until_it_is_posted(
+    stack: Stack,
+) -> None:
+    stack.model.push(Delay(14.0, Text("That took a while, sorry!")))
+    await stack.deliver(message_create(content=f"{MENTION} write me a poem"))
+
+    reacted, typing, posted = moments(stack)
+    assert typing, "no typing indicator at all"
+    assert typing[0] - reacted < 2.0  # within a second or two of the reaction
+    gaps = [later - earlier for earlier, later in itertools.pairwise(typing)]
+    assert len(typing) >= 2 and all(gap <= 8.0 for gap in gaps), gaps
+    assert all(at < posted for at in typing)  # none after the reply: it would show again
+    assert posted - typing[-1] < DISCORD_INDICATOR_S  # still showing when the reply lands
+    assert RENEW_EVERY_S <= 8.0
+    assert [m["content"] for m in stack.replies()] == ["That took a while, sorry!"]
+
+
+async def test_a_failing_or_hanging_typing_call_never_delays_the_reply(stack: Stack) -> None:
+    stack.discord.delay_next(f"POST /channels/{CHANNEL}/typing", 30.0)
+    await stack.deliver(message_create(content=f"{MENTION} quick one"))
+    reacted, _, posted = moments(stack)
+    assert posted - reacted < 3.0  # not held by the typing call the fake sits on
+
+    stack.discord.clear()
+    stack.discord.fail_next(f"POST /channels/{CHANNEL}/typing", 500, count=5)
+    await stack.deliver(message_create(content=f"{MENTION} and another"))
+    assert [m["content"] for m in stack.replies()] == ["Hello from the model!"]
+
+
+async def test_no_typing_for_an_emoji_only_turn_a_command_or_an_unaddressed_message(
+    stack: Stack,
+) -> None:
+    stack.jev.answers[Question.EMOJI_ENOUGH] = True
+    await stack.deliver(
+        message_create(content=f"{MENTION} thanks!"),
+        message_create(content="!memory show"),
+        message_create(content="just chatting"),
+    )
+    assert stack.discord.reactions  # the emoji turn happened
+    assert stack.discord.typing_in(CHANNEL) == []
