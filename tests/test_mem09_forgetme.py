@@ -24,6 +24,7 @@ from app.memory.records import Why
 from app.memory.rollback import rollback_run
 from app.models import Base
 from app.models.agent import AgentSession
+from app.models.channels import Channel
 from app.models.inbox import InboxEvent
 from app.models.memory import Memory
 from app.models.messages import Message
@@ -144,6 +145,11 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
                     channel_id=501,
                     history={"turns": [[{"role": "user", "content": "Bob: fishing spots"}]]},
                 ),
+                # A channel persona she wrote as staff (her words), and one Bob wrote.
+                Channel(
+                    id=777, guild_id=1, persona="Talk like a sourdough baker", settings_by=ALICE
+                ),
+                Channel(id=778, guild_id=1, mode="free", persona="Be brief", settings_by=BOB),
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
@@ -204,6 +210,7 @@ async def test_mem09_no_trace_of_the_users_words_remains_in_any_table(env: Memor
         "episodes",
         "inbox",
         "agent_sessions",
+        "channels",
     }
 
     await forget(env)
@@ -242,6 +249,10 @@ async def test_mem09_other_peoples_rows_are_untouched_but_for_mentions_of_her_id
         "Bob went fishing.",
     ]
     assert sessions_left == [501]
+    async with env.sessions() as session:
+        rows = await session.execute(select(Channel.id, Channel.persona))
+        personas = dict(rows.tuples().all())
+    assert personas == {777: None, 778: "Be brief"}
     # His reply stays his; the quote of her message keeps only its id.
     assert bobs_frame is not None and bobs_frame.payload["d"]["content"] == "Look at my stamps"
     assert bobs_frame.payload["d"]["referenced_message"] == {"id": "1001"}
@@ -283,6 +294,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
         "task_turns": 1,
         "nightly_summaries": 0,
         "pins": 0,
+        "channel_personas": 1,
         "tombstones": 0,
         "mentions_replaced": 2,  # Bob's message and his episode
     }

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from redis.asyncio import Redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -197,3 +197,16 @@ async def update_own(
         )
     ).one()
     return _known(row).own
+
+
+async def forget_setter(session: AsyncSession, user_id: int) -> int:
+    """An erasure: the channel personas the person set last (their words) are cleared and
+    their id leaves the settings; a mode they set stays (a setting, not their words). How
+    many channels changed. The caller invalidates the cached rules once committed."""
+    result = await session.execute(
+        update(Channel)
+        .where(Channel.settings_by == user_id)
+        .values(persona=None, settings_by=None, updated_at=func.now())
+        .returning(Channel.id)
+    )
+    return len(result.all())

@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent import session as agent_sessions
+from app.channel import directory, signals
 from app.channel import log as channel_log
-from app.channel import signals
 from app.db import SessionFactory, unit_of_work
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.inbound import inbox, steps
@@ -86,6 +86,7 @@ RECEIPT_KEYS = (
     "task_turns",
     "nightly_summaries",
     "pins",
+    "channel_personas",
     "tombstones",
     "mentions_replaced",
 )
@@ -214,6 +215,8 @@ async def _run(services: Services, erasure_id: int, deadline: float) -> ErasureR
             await register.save_progress(session, erasure_id, progress.model_dump(mode="json"))
         if progress.phase is not phase:
             log.info("erasure phase done", extra={"erasure_id": erasure_id, "phase": phase.value})
+            if phase is Phase.ARTIFACTS and progress.counts.get("channel_personas"):
+                await services.channel_rules.invalidate()  # their persona left every cache
         if waiting or time.monotonic() > deadline:
             erasure = await _get(services, erasure_id)
             await _enqueue(services.queue, erasure, defer_s=15 if waiting else 0)
@@ -512,6 +515,7 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add("task_turns", await agent_sessions.forget_person(session, user_id, spoke))
     progress.add("nightly_summaries", summaries)
     progress.add("pins", await pins.delete_by_creator(session, user_id))
+    progress.add("channel_personas", await directory.forget_setter(session, user_id))
     progress.add("tombstones", await channel_log.delete_tombstones(session, author_id=user_id))
     progress.advance()
     return False
