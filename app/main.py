@@ -33,7 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             configure_logging()
         config = settings or get_settings()
         engine = create_engine(config.database_url, pool_size=10)
-        queue = create_queue(config.redis_url)
+        queue = create_queue(config.redis_target)
         inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
         app.state.settings = config
         app.state.gateway_tokens = gateway_tokens(config)

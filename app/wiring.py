@@ -28,7 +28,7 @@ async def open_services(
         sessions = create_session_factory(engine)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
         if queue is None:
-            arq_queue = create_queue(settings.redis_url)
+            arq_queue = create_queue(settings.redis_target)
             stack.push_async_callback(arq_queue.close)
             queue = arq_queue
         token = settings.discord_bot_token
