@@ -2,11 +2,11 @@
 
 `python -m app worker` runs the worker (turns, memory jobs, consolidation, the nightly run and
 the sweeper) until SIGTERM, then drains. `python -m app import --sqlite PATH [--legacy-json
-PATH] [--dry-run]` reads only DATABASE_URL, so an import needs none of the bot's other
-settings; so does `python -m app wait-for-schema [--timeout S]`, which waits until the
-migrations have run (a Kubernetes init container). `python -m app dev [--data-dir DIR]
-[--port N]` runs the whole bot locally on embedded Postgres and Redis (the `local` extra),
-with the playground at /playground."""
+PATH] [--dry-run]` reads only DATABASE_URL (and DATABASE_TRANSACTION_POOLING), so an import
+needs none of the bot's other settings; so does `python -m app wait-for-schema [--timeout S]`,
+which waits until the migrations have run (a Kubernetes init container). `python -m app dev
+[--data-dir DIR] [--port N]` runs the whole bot locally on embedded Postgres and Redis (the
+`local` extra), with the playground at /playground."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import create_engine, create_session_factory
+from app.db import create_engine, create_session_factory, transaction_pooling_from_env
 from app.kit.logs import configure_logging
 from app.ops.import_plan import ImportReport
 from app.ops.importer import import_legacy
@@ -77,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _import(database_url: str, args: argparse.Namespace) -> ImportReport:
-    engine = create_engine(database_url, pool_size=1)
+    engine = create_engine(
+        database_url, pool_size=1, transaction_pooling=transaction_pooling_from_env()
+    )
     try:
         return await import_legacy(
             create_session_factory(engine),

@@ -44,9 +44,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings is None:
             configure_logging()
         config = settings or get_settings()
-        engine = create_engine(config.database_url, pool_size=10)
+        pooled = config.database_transaction_pooling
+        engine = create_engine(config.database_url, pool_size=10, transaction_pooling=pooled)
         queue = create_queue(config.redis_target)
-        inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
+        inbox = InboxWriter(
+            config.database_url, partial(enqueue_events, queue), transaction_pooling=pooled
+        )
         app.state.settings = config
         app.state.gateway_tokens = gateway_tokens(config)
         app.state.engine = engine

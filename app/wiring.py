@@ -23,7 +23,9 @@ async def open_services(
     settings: Settings, *, queue: JobQueue | None = None
 ) -> AsyncIterator[Services]:
     async with AsyncExitStack() as stack:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(
+            settings.database_url, transaction_pooling=settings.database_transaction_pooling
+        )
         stack.push_async_callback(engine.dispose)
         sessions = create_session_factory(engine)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))

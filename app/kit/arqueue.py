@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from arq.connections import ArqRedis
@@ -144,11 +144,23 @@ def redis_client(
             **timeouts,
         )
         master = sentinel.master_for(
-            target.sentinel_master, redis_class=ArqRedis, max_connections=max_connections
+            target.sentinel_master, redis_class=_SentinelArqRedis, max_connections=max_connections
         )
-        client = cast(ArqRedis, master)
+        master.sentinels_of = sentinel
+        client = master
     client.job_serializer, client.job_deserializer = dump_job, load_job
     return client
+
+
+class _SentinelArqRedis(ArqRedis):
+    """The master's client; closing it closes the sentinels' connections too."""
+
+    sentinels_of: Sentinel
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        for node in self.sentinels_of.sentinels:
+            await node.aclose()
 
 
 def _master_options(url: str) -> dict[str, Any]:

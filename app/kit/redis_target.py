@@ -24,18 +24,19 @@ class RedisTarget:
 def parse_address(text: str, *, default_port: int) -> tuple[str, int]:
     """``host``, ``host:port`` or ``[v6 address]:port``; ValueError says what is wrong."""
     text = text.strip()
-    host, port = text, default_port
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         if rest and not rest.startswith(":"):
             raise ValueError(f"{text!r} is not host:port")
-        rest = rest[1:]
-    else:
-        host, _, rest = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
-    if rest:
-        if not (rest.isascii() and rest.isdigit() and 0 < int(rest) < 65536):
-            raise ValueError(f"{text!r} has no valid port")
-        port = int(rest)
+        port_text = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:  # no port, or a bare IPv6 address
+        host, port_text = text, None
     if not host:
         raise ValueError(f"{text!r} has no host")
-    return host, port
+    if port_text is None:
+        return host, default_port
+    if not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536):
+        raise ValueError(f"{text!r} has no valid port")
+    return host, int(port_text)
