@@ -174,6 +174,7 @@ class ResilientWorker(Worker):
         self._listener: asyncio.Task[None] | None = None
         self._claim_script: AsyncScript | None = None
         self._queue_script: AsyncScript | None = None
+        self.queue_sample_s = QUEUE_SAMPLE_S
         self._queue_sampled = 0.0
         self.drain_grace_s = drain_grace_s
         self._draining: asyncio.Task[None] | None = None
@@ -235,7 +236,7 @@ class ResilientWorker(Worker):
 
     async def _sample_queue(self) -> None:
         """The scaling figures (docs/operations.md, "Scaling"), at most every few seconds."""
-        if time.monotonic() - self._queue_sampled < QUEUE_SAMPLE_S:
+        if time.monotonic() - self._queue_sampled < self.queue_sample_s:
             return
         self._queue_sampled = time.monotonic()
         if self._queue_script is None:
