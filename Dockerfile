@@ -1,4 +1,7 @@
-# One image for every process (api, worker, jev, relay, migrate); the command picks the role.
+# One image for every process; the command picks the role: `uvicorn app.main:app` (API, the
+# default), `python -m app worker`, `uvicorn app.jev.main:app`, `python -m app.relay`,
+# `alembic upgrade head` and `python -m app wait-for-schema` (both read ./alembic.ini). It runs
+# as uid 10001 and writes nothing outside /tmp, so a read-only root filesystem works.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

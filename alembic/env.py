@@ -1,4 +1,5 @@
-"""Alembic environment: async engine, URL from DATABASE_URL (or the caller's config)."""
+"""Alembic environment: async engine, URL from DATABASE_URL (or the caller's config); with
+DATABASE_TRANSACTION_POOLING the engine keeps no prepared statements (PgBouncer)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from alembic import context
+from app.db import connect_args, transaction_pooling_from_env
 from app.models import Base
 
 config = context.config
@@ -33,7 +35,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = create_async_engine(_url())
+    engine = create_async_engine(_url(), connect_args=connect_args(transaction_pooling_from_env()))
     async with engine.connect() as connection:
         await connection.run_sync(_run)
     await engine.dispose()

@@ -1,9 +1,12 @@
 """Operator commands.
 
-`python -m app import --sqlite PATH [--legacy-json PATH] [--dry-run]` reads only DATABASE_URL,
-so an import needs none of the bot's other settings. `python -m app dev [--data-dir DIR]
-[--port N]` runs the whole bot locally on embedded Postgres and Redis (the `local` extra),
-with the playground at /playground."""
+`python -m app worker` runs the worker (turns, memory jobs, consolidation, the nightly run and
+the sweeper) until SIGTERM, then drains. `python -m app import --sqlite PATH [--legacy-json
+PATH] [--dry-run]` reads only DATABASE_URL (and DATABASE_TRANSACTION_POOLING), so an import
+needs none of the bot's other settings; so does `python -m app wait-for-schema [--timeout S]`,
+which waits until the migrations have run (a Kubernetes init container). `python -m app dev
+[--data-dir DIR] [--port N]` runs the whole bot locally on embedded Postgres and Redis (the
+`local` extra), with the playground at /playground."""
 
 from __future__ import annotations
 
@@ -13,17 +16,34 @@ import os
 import sys
 from pathlib import Path
 
+from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.db import create_engine, create_session_factory
+from app.db import create_engine, create_session_factory, transaction_pooling_from_env
+from app.kit.logs import configure_logging
 from app.ops.import_plan import ImportReport
 from app.ops.importer import import_legacy
 from app.ops.legacy import ImportFailed
+from app.ops.schema import load_migrations, wait_for_schema
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app")
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser(
+        "worker",
+        help="run the worker until SIGTERM or SIGINT, then drain (WORKER_DRAIN_GRACE_S) and exit",
+    )
+    wait = commands.add_parser(
+        "wait-for-schema",
+        help="wait until DATABASE_URL's schema is at this release's migration head (or newer)",
+    )
+    wait.add_argument(
+        "--timeout", type=float, default=600.0, help="give up after this many seconds (600)"
+    )
+    wait.add_argument(
+        "--config", type=Path, default=Path("alembic.ini"), help="alembic.ini (./alembic.ini)"
+    )
     load = commands.add_parser(
         "import",
         help="load an existing deployment (the original bot's SQLite database, legacy "
@@ -57,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _import(database_url: str, args: argparse.Namespace) -> ImportReport:
-    engine = create_engine(database_url, pool_size=1)
+    engine = create_engine(
+        database_url, pool_size=1, transaction_pooling=transaction_pooling_from_env()
+    )
     try:
         return await import_legacy(
             create_session_factory(engine),
@@ -69,16 +91,35 @@ async def _import(database_url: str, args: argparse.Namespace) -> ImportReport:
         await engine.dispose()
 
 
+def _wait_for_schema(database_url: str, args: argparse.Namespace) -> int:
+    configure_logging()
+    try:
+        migrations = load_migrations(args.config)
+    except (CommandError, OSError) as exc:
+        print(f"cannot read the migrations from {args.config}: {exc}", file=sys.stderr)
+        return 2
+    ready = asyncio.run(wait_for_schema(database_url, migrations, timeout_s=args.timeout))
+    if not ready:
+        print(f"the schema did not reach this release's head within {args.timeout:.0f} s")
+    return 0 if ready else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "dev":
         from app.dev.stack import Options, run
 
         return run(Options(data_dir=args.data_dir, port=args.port))
+    if args.command == "worker":
+        from app.worker import main as worker
+
+        return worker()
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgresql+asyncpg://"):
         print("DATABASE_URL must be set to postgresql+asyncpg://…", file=sys.stderr)
         return 2
+    if args.command == "wait-for-schema":
+        return _wait_for_schema(database_url, args)
     try:
         report = asyncio.run(_import(database_url, args))
     except ImportFailed as exc:

@@ -8,6 +8,7 @@ from typing import Annotated, Self
 
 from pydantic import (
     Field,
+    NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -20,6 +21,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.kit.env import describe, weak_secret
 from app.kit.hosts import parse_host
+from app.kit.redis_target import SENTINEL_PORT, RedisTarget, parse_address
 
 DEFAULT_CHAT_MODEL = "claude-sonnet-5-5"
 DEFAULT_JEV_MODEL = "claude-haiku-5-5"
@@ -59,7 +61,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
     database_url: str
+    # DATABASE_URL reaches Postgres through a transaction-pooling proxy (PgBouncer with
+    # pool_mode=transaction): no prepared-statement cache, no session state.
+    database_transaction_pooling: bool = False
     redis_url: str = "redis://localhost:6379/0"
+    # Redis Sentinel: when set, the master comes from these sentinels (REDIS_URL then gives
+    # only the password, user, database number and TLS).
+    redis_sentinels: StrList = Field(default_factory=list)
+    redis_sentinel_master: str = "mymaster"
+    redis_sentinel_password: SecretStr | None = None
     gateway_token: SecretStr
     # Also accepted by /webhook while GATEWAY_TOKEN is rotated (docs/operations.md).
     gateway_token_previous: SecretStr | None = None
@@ -144,12 +154,21 @@ class Settings(BaseSettings):
     reaction_emojis: StrList = Field(default_factory=lambda: list(DEFAULT_REACTION_EMOJIS))
 
     worker_metrics_port: int = 9100
+    # Jobs one worker process runs at once (docs/operations.md, "Sizing").
+    worker_max_jobs: PositiveInt = 20
+    # SIGTERM: how long a worker lets its running jobs finish before it releases them to the
+    # other workers; keep it under the pod's terminationGracePeriodSeconds.
+    worker_drain_grace_s: NonNegativeFloat = 20.0
+    # SIGTERM: how long the API keeps serving with /readyz failing before it closes, so load
+    # balancers stop sending first.
+    api_drain_s: NonNegativeFloat = 0.0
 
     @field_validator(
         "staff_role_ids",
         "staff_user_ids",
         "reaction_emojis",
         "discord_attachment_hosts",
+        "redis_sentinels",
         mode="before",
     )
     @classmethod
@@ -169,6 +188,13 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("REACTION_EMOJIS must name at least one emoji")
         return value if "👍" in value else [*value, "👍"]
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            parse_address(address, default_port=SENTINEL_PORT)  # raises with the reason
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -190,6 +216,7 @@ class Settings(BaseSettings):
         "jina_api_key",
         "anthropic_api_key",
         "anthropic_base_url",
+        "redis_sentinel_password",
         mode="before",
     )
     @classmethod
@@ -211,6 +238,19 @@ class Settings(BaseSettings):
         if self.jev_url is not None and self.jev_api_key is None:
             raise ValueError("JEV_URL is set without JEV_API_KEY; set the decision service's key")
         return self
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        """Where the job queue is: REDIS_URL, or the master the sentinels name."""
+        password = self.redis_sentinel_password
+        return RedisTarget(
+            url=self.redis_url,
+            sentinels=tuple(
+                parse_address(a, default_port=SENTINEL_PORT) for a in self.redis_sentinels
+            ),
+            sentinel_master=self.redis_sentinel_master,
+            sentinel_password=password.get_secret_value() if password is not None else None,
+        )
 
     @property
     def decision_model_configured(self) -> bool:

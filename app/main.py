@@ -1,17 +1,26 @@
-"""The API process: `uvicorn app.main:app` — /webhook, admin endpoints, health, metrics."""
+"""The API process: `uvicorn app.main:app` — /webhook, admin endpoints, health, metrics.
+
+On SIGTERM it drains: /readyz fails at once, and uvicorn (which stops listening the moment
+it is told) is told only API_DRAIN_S later, so load balancers and Kubernetes stop sending
+before the socket closes; requests in flight then finish as uvicorn shuts down."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from types import FrameType
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.admin.auth import AdminGate
 from app.admin.channels import router as channels_router
@@ -28,6 +37,9 @@ from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging
 from app.wiring import version_redis
 
+log = logging.getLogger("app.main")
+IN_FLIGHT = Gauge("http_requests_in_flight", "HTTP requests this API process is serving now")
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
@@ -35,10 +47,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings is None:
             configure_logging()
         config = settings or get_settings()
-        engine = create_engine(config.database_url, pool_size=10)
-        queue = create_queue(config.redis_url)
-        inbox = InboxWriter(config.database_url, partial(enqueue_events, queue))
-        versions = version_redis(config.redis_url)
+        pooled = config.database_transaction_pooling
+        engine = create_engine(config.database_url, pool_size=10, transaction_pooling=pooled)
+        queue = create_queue(config.redis_target)
+        inbox = InboxWriter(
+            config.database_url, partial(enqueue_events, queue), transaction_pooling=pooled
+        )
+        versions = version_redis(config.redis_target)
         app.state.settings = config
         app.state.gateway_tokens = gateway_tokens(config)
         app.state.engine = engine
@@ -46,18 +61,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.queue = queue
         app.state.inbox = inbox
         app.state.channel_rules = rules_cache(versions)  # for its invalidation
+        app.state.draining = False
         inbox.start()
         if settings is None:  # the API process itself, not an app a test or the dev stack made
+            _drain_on_sigterm(app, config.api_drain_s)
             freeze_startup_objects()
         try:
             yield
         finally:
             await inbox.stop()
-            await versions.aclose()
+            await versions.aclose(close_connection_pool=True)
             await queue.close()
             await engine.dispose()
 
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(InFlight)
     app.router.routes.extend(inbound_routes)
     app.include_router(admin_router)
     app.include_router(people_router)
@@ -69,6 +87,44 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_api_route("/readyz", readyz, methods=["GET"], tags=["health"])
     app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
     return app
+
+
+def _drain_on_sigterm(app: FastAPI, delay_s: float) -> None:
+    """Take SIGTERM before uvicorn does: readiness fails now, uvicorn shuts down after
+    ``delay_s`` (a second SIGTERM: at once). Runs inside uvicorn's signal capture, which
+    puts the original handlers back when it ends."""
+    uvicorn_exit = signal.getsignal(signal.SIGTERM)
+    if not callable(uvicorn_exit):
+        return
+    loop = asyncio.get_running_loop()
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if app.state.draining:
+            uvicorn_exit(signum, frame)
+            return
+        app.state.draining = True
+        log.info("API draining: /readyz fails from now", extra={"closing_in_s": delay_s})
+        loop.call_soon_threadsafe(loop.call_later, delay_s, uvicorn_exit, signum, None)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+class InFlight:
+    """Counts the HTTP requests being served (``http_requests_in_flight``, what to scale
+    the API on besides CPU); plain ASGI, so the webhook pays two gauge updates."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        IN_FLIGHT.inc()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            IN_FLIGHT.dec()
 
 
 def gateway_tokens(config: Settings) -> tuple[bytes, ...]:
@@ -93,7 +149,9 @@ async def healthz() -> dict[str, str]:
 
 
 async def readyz(request: Request) -> JSONResponse:
-    """Postgres and Redis are reachable."""
+    """Postgres and Redis are reachable, and the process is not draining."""
+    if request.app.state.draining:
+        return JSONResponse({"ready": False, "draining": True}, status_code=503)
     checks: dict[str, str] = {}
     try:
         async with request.app.state.engine.connect() as conn:

@@ -17,8 +17,9 @@ from app.decision.factory import build_decider
 from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
-from app.kit.arqueue import create_queue
+from app.kit.arqueue import create_queue, redis_client
 from app.kit.queue import JobQueue
+from app.kit.redis_target import RedisTarget
 from app.services import Services
 
 
@@ -27,12 +28,14 @@ async def open_services(
     settings: Settings, *, queue: JobQueue | None = None
 ) -> AsyncIterator[Services]:
     async with AsyncExitStack() as stack:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(
+            settings.database_url, transaction_pooling=settings.database_transaction_pooling
+        )
         stack.push_async_callback(engine.dispose)
         sessions = create_session_factory(engine)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
         if queue is None:
-            arq_queue = create_queue(settings.redis_url)
+            arq_queue = create_queue(settings.redis_target)
             stack.push_async_callback(arq_queue.close)
             queue = arq_queue
         token = settings.discord_bot_token
@@ -43,8 +46,8 @@ async def open_services(
         )
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
-        versions = version_redis(settings.redis_url)
-        stack.push_async_callback(versions.aclose)
+        versions = version_redis(settings.redis_target)
+        stack.push_async_callback(versions.aclose, close_connection_pool=True)
         bot_id, bot_name = await _identity(settings, discord)
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
@@ -67,12 +70,10 @@ async def open_services(
         )
 
 
-def version_redis(redis_url: str) -> Redis:
-    """A small client for cache versions: a slow or absent Redis only means no caching."""
-    client: Redis = Redis.from_url(
-        redis_url, socket_connect_timeout=1.0, socket_timeout=1.0, max_connections=8
-    )
-    return client
+def version_redis(target: RedisTarget) -> Redis:
+    """A small client for cache versions (on the master Sentinel names, with Sentinel): a
+    slow or absent Redis only means no caching."""
+    return redis_client(target, socket_timeout=1.0, max_connections=8)
 
 
 async def _identity(settings: Settings, discord: DiscordClient) -> tuple[int, str]:

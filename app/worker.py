@@ -1,24 +1,29 @@
-"""The worker process: `arq app.worker.WorkerSettings`. The only module that wires ARQ.
+"""The worker process: `python -m app worker`. The only module that wires ARQ's jobs.
 
-Every job is a few lines calling a domain function with explicit Services. Job timeouts stay
+``build_worker`` makes the one worker class (``ResilientWorker``) that every entry point runs;
+there is no ``WorkerSettings`` for ``arq`` to build a plain ARQ worker from. Every job is a
+few lines calling a domain function with explicit Services. Job timeouts stay
 at or under 100 s: ARQ retries a dead worker's job once its in-progress key lapses (the
 longest job timeout + 10 s), which keeps recovery within the contract's two minutes."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
+import sys
 import time
 from contextlib import AsyncExitStack
 from datetime import timedelta, timezone
 from typing import Any, TypedDict, cast
 
 from arq import cron, func
-from arq.connections import RedisSettings
-from prometheus_client import start_http_server
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from arq.connections import ArqRedis
+from arq.cron import CronJob
+from arq.worker import Function
 
 from app.channel.log import prune_tombstones
-from app.config import Settings, get_settings
+from app.config import Settings, SettingsError, load_settings
 from app.db import unit_of_work
 from app.inbound.inbox import (
     DEDUPE_WINDOW,
@@ -28,12 +33,13 @@ from app.inbound.inbox import (
     sweep_inbox,
 )
 from app.inbound.steps import PostedReply
-from app.kit.arqueue import ArqQueue, dump_job, load_job
-from app.kit.arqworker import adopt_worker
+from app.kit.arqueue import ArqQueue, dump_job, load_job, redis_client
+from app.kit.arqworker import REDIS_FAILURES, ResilientWorker
 from app.kit.clock import utcnow
 from app.kit.heap import freeze_startup_objects
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
+from app.kit.probes import start_probe_server
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
 from app.memory.ledger_retention import redact_old_ledger_content
@@ -48,9 +54,12 @@ from app.wiring import open_services
 JOB_TIMEOUT_S = 100
 JST = timezone(timedelta(hours=9))
 
+log = logging.getLogger("app.worker")
+
 
 class WorkerContext(TypedDict):
     settings: Settings
+    own_process: bool
     services: Services
     stack: AsyncExitStack
 
@@ -60,18 +69,13 @@ def _services(ctx: dict[str, Any]) -> Services:
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    adopt_worker()  # however ARQ was started: ride out Redis outages in this process
-    settings: Settings = ctx.get("settings") or get_settings()
-    own_process = not ctx.get("settings")  # not a worker a test or the dev stack made
-    if own_process:
-        configure_logging()
-        start_http_server(settings.worker_metrics_port)
+    settings: Settings = ctx["settings"]
     stack = AsyncExitStack()
     services = await stack.enter_async_context(
         open_services(settings, queue=ArqQueue(ctx["redis"]))
     )
-    ctx.update(settings=settings, services=services, stack=stack)
-    if own_process:
+    ctx.update(services=services, stack=stack)
+    if ctx.get("own_process"):  # not a worker a test or the dev stack made
         freeze_startup_objects()
 
 
@@ -155,40 +159,114 @@ async def prune(ctx: dict[str, Any]) -> None:
     )
 
 
-class _ArqSettings(BaseSettings):
-    """Read at import (ARQ needs them on the class) without demanding the other secrets."""
-
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
-    redis_url: str = "redis://localhost:6379/0"
-    # Jobs one worker process runs at once (docs/operations.md, "Sizing").
-    worker_max_jobs: int = Field(default=20, ge=1)
+POLL_DELAY_S = 0.5  # only the fallback poll: every enqueue wakes the workers at once
 
 
-_ARQ = _ArqSettings()
-
-
-class WorkerSettings:
-    functions = [  # noqa: RUF012 (ARQ reads these class attributes)
+def _functions() -> list[Function]:
+    return [
         func(process_event, name=PROCESS_EVENT, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(remember, name=REMEMBER, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(nightly_step, name=nightly.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(consolidate, name=CONSOLIDATE, timeout=JOB_TIMEOUT_S, keep_result=0),
         func(erase_person, name=erasure.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
     ]
-    cron_jobs = [  # noqa: RUF012
+
+
+def _cron_jobs() -> list[CronJob]:
+    """Fresh per worker: a cron job keeps its next run time on itself."""
+    return [
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
         cron(retry_due, second=set(range(5, 60, 10)), timeout=10, keep_result=0),
         cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
         cron(start_night, hour=3, minute=0, second=0, timeout=60, keep_result=0),
     ]
-    on_startup = startup
-    on_shutdown = shutdown
-    job_timeout = JOB_TIMEOUT_S
-    max_jobs = _ARQ.worker_max_jobs
-    # Every enqueue wakes the workers at once (ResilientWorker, app.kit.arqueue); this is
-    # only the fallback poll, for a wake-up that was lost, and what an idle worker costs.
-    poll_delay = 0.5
-    timezone = JST
-    redis_settings = RedisSettings.from_dsn(_ARQ.redis_url)
-    job_serializer = dump_job  # JSON, the same format the API's queue writes
-    job_deserializer = load_job
+
+
+def build_worker(
+    settings: Settings,
+    *,
+    redis: ArqRedis | None = None,
+    own_process: bool = False,
+    **options: Any,
+) -> ResilientWorker:
+    """The worker every entry point runs (the process, the dev stack, tests, benchmarks);
+    ``options`` override ARQ's (``burst``, ``poll_delay``, ``cron_jobs``…)."""
+    arguments: dict[str, Any] = {
+        "functions": _functions(),
+        "cron_jobs": _cron_jobs(),
+        "redis_pool": redis or worker_redis(settings),
+        "on_startup": startup,
+        "on_shutdown": shutdown,
+        "ctx": {"settings": settings, "own_process": own_process},
+        "handle_signals": False,  # the process installs its own (drain, then exit)
+        "job_timeout": JOB_TIMEOUT_S,
+        "max_jobs": settings.worker_max_jobs,
+        "poll_delay": POLL_DELAY_S,
+        "timezone": JST,
+        "job_serializer": dump_job,  # JSON, the same format the API's queue writes
+        "job_deserializer": load_job,
+        "drain_grace_s": settings.worker_drain_grace_s,
+    }
+    return ResilientWorker(**{**arguments, **options})
+
+
+def worker_redis(settings: Settings) -> ArqRedis:
+    """No read timeout: the worker's pub/sub connection waits for wake-ups indefinitely."""
+    return redis_client(settings.redis_target, socket_timeout=None, max_connections=None)
+
+
+# -- the process: python -m app worker ---------------------------------------------------
+
+REDIS_TRIES = 5  # at start: then give up (exit 1) and let the supervisor restart the worker
+LIVENESS_S = 60.0  # the loop turns at least every poll delay, or every 2 s during an outage
+
+
+def main(**options: Any) -> int:
+    """Refuse an unsafe configuration (exit 2) before touching Redis; run until SIGTERM or
+    SIGINT, drain, exit 0. ``options`` as for ``build_worker`` (benchmarks only)."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    configure_logging()
+    return asyncio.run(serve(settings, **options))
+
+
+async def serve(settings: Settings, **options: Any) -> int:
+    redis = worker_redis(settings)
+    if not await _reach(redis):
+        await redis.aclose()
+        return 1
+    worker = build_worker(settings, redis=redis, own_process=True, **options)
+    start_probe_server(
+        settings.worker_metrics_port,
+        lambda: time.monotonic() - worker.last_iteration < LIVENESS_S,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.drain)
+    try:
+        await worker.async_run()
+    except asyncio.CancelledError:
+        if not worker.draining:
+            raise
+    finally:
+        await worker.close()
+    return 0
+
+
+async def _reach(redis: ArqRedis) -> bool:
+    for attempt in range(1, REDIS_TRIES + 1):
+        try:
+            await redis.ping()
+            return True
+        except REDIS_FAILURES as exc:
+            log.warning(
+                "Redis unreachable at start",
+                extra={"attempt": attempt, "of": REDIS_TRIES, "error": type(exc).__name__},
+            )
+            if attempt < REDIS_TRIES:
+                await asyncio.sleep(1.0)
+    log.error("Redis unreachable at start; giving up")
+    return False

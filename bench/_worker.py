@@ -1,23 +1,22 @@
-"""The real worker (app.worker.WorkerSettings) as its own process, for bench.turn.
+"""The real worker as its own process, for bench.turn, bench.idle and bench.scale.
 
     python -m bench._worker [poll_delay_seconds]
 
-Without an argument it runs exactly as ``arq app.worker.WorkerSettings`` does; the optional
-argument overrides ARQ's poll delay, only to show how much of a turn is queue pickup."""
+Without an argument it runs exactly as ``python -m app worker`` does (SIGTERM drains); the
+optional argument overrides the fallback poll delay, only to show how much of a turn is
+queue pickup."""
 
 from __future__ import annotations
 
 import sys
 
-from arq.worker import run_worker
-
-from app.worker import WorkerSettings
+from app import worker
 
 
-def main() -> None:
+def main() -> int:
     overrides = {"poll_delay": float(sys.argv[1])} if len(sys.argv) > 1 else {}
-    run_worker(WorkerSettings, **overrides)  # type: ignore[arg-type]
+    return worker.main(**overrides)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,8 +2,8 @@
 
     python -m bench.idle [--seconds 10] [--rounds 3] [--baseline-poll 0.02]
 
-Starts the worker as deployed (``python -m bench._worker``, i.e. ``arq
-app.worker.WorkerSettings``) and, as the baseline, the same worker polling every
+Starts the worker as deployed (``python -m bench._worker``, i.e. ``python -m app
+worker``) and, as the baseline, the same worker polling every
 ``--baseline-poll`` seconds (the 20 ms poll the worker used before wake-ups), one at a time
 against a fresh database and an empty Redis. After each has polled once and settled, reads
 its CPU time over ``--seconds``: the sum of its threads' /proc/<pid>/task/*/schedstat

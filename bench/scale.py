@@ -1,7 +1,8 @@
 """Many workers and API replicas on one Postgres and one Redis: throughput, latency, and
-exactly once.
+exactly once, also while a worker drains.
 
-    python -m bench.scale [--conversations 200] [--turns 3] [--shapes 1x1,1x3,2x1,2x3]
+    python -m bench.scale [--conversations 200] [--turns 3] [--shapes 1x1,1x3,2x1,2x3,1x2,1x2d]
+        [--drain-grace 0.1]
 
 Each shape (API processes x worker processes; ``uvicorn app.main:app`` and the real worker)
 runs against a fresh database and an empty Redis. 200 conversations, each in its own channel
@@ -13,7 +14,12 @@ each turn's memory job asks exactly one question and stops. Prints, per shape, t
 second and the webhook-to-reply latency (the reply's arrival at the fake Discord), then checks
 that every acknowledged event has exactly one reply and one reaction and its memory job ran
 exactly once, that the inbox has every event handled and Redis no job left. A failed check
-is printed and the run exits 1. Last, each shape's throughput against the first's."""
+is printed and the run exits 1. A shape ending in ``d`` (``1x2d``) sends SIGTERM to its first
+worker once half of the measured turns are acknowledged, with WORKER_DRAIN_GRACE_S set to
+``--drain-grace`` (short, so turns in flight are handed back rather than all finishing): it
+prints when the worker exited (and with what code) and how many jobs it handed back, and its
+checks are the same. Last, each shape's throughput against the first's, and a drained
+shape's against the same shape undrained when both ran."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -30,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
+from typing import Any
 
 import asyncpg
 import httpx
@@ -68,10 +76,12 @@ REPLY_PATH = re.compile(r"^/channels/(\d+)/messages$")
 class Shape:
     apis: int
     workers: int
+    drain: bool = False  # SIGTERM to the first worker halfway through the measured turns
 
     @property
     def name(self) -> str:
-        return f"{self.apis} API x {self.workers} worker" + ("s" if self.workers > 1 else "")
+        name = f"{self.apis} API x {self.workers} worker" + ("s" if self.workers > 1 else "")
+        return name + (", one drained" if self.drain else "")
 
 
 @dataclass
@@ -117,6 +127,17 @@ class Turn:
         )
 
 
+@dataclass(frozen=True)
+class Drained:
+    """What became of the worker sent SIGTERM mid-run."""
+
+    at_turn: int  # acknowledged turns when it was signalled
+    exit_code: int | None
+    exited_after_s: float
+    completed: int  # jobs it finished, from its "worker drained" line
+    released: int  # jobs it handed back
+
+
 @dataclass
 class Outcome:
     shape: Shape
@@ -126,6 +147,7 @@ class Outcome:
     problems: list[str]
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds in the measured phase
     peak_connections: dict[str, int] = field(default_factory=dict)  # Postgres, Redis
+    drained: Drained | None = None
 
     @property
     def turns_per_s(self) -> float:
@@ -175,10 +197,9 @@ async def converse(
 
 
 async def drive(
-    apis: list[str], observed: Observed, lanes: list[list[Turn]]
-) -> tuple[list[float], list[Turn], float]:
+    apis: list[str], observed: Observed, lanes: list[list[Turn]], acknowledged: list[Turn]
+) -> tuple[list[float], float]:
     latencies: list[float] = []
-    acknowledged: list[Turn] = []
     headers = {"x-discord-gateway-token": TOKEN}
     limits = httpx.Limits(max_connections=len(lanes))
     clients = [httpx.AsyncClient(base_url=url, headers=headers, limits=limits) for url in apis]
@@ -193,7 +214,7 @@ async def drive(
     finally:
         for client in clients:
             await client.aclose()
-    return latencies, acknowledged, time.monotonic() - started
+    return latencies, time.monotonic() - started
 
 
 async def settled(redis: Redis, observed: Observed, turns: list[Turn], within: float) -> bool:
@@ -265,7 +286,7 @@ async def run_shape(
     shape: Shape, args: argparse.Namespace, first_channel: int, logs: Path
 ) -> Outcome:
     database_url = await fresh_database(DB)
-    shape_logs = logs / f"{shape.apis}x{shape.workers}"
+    shape_logs = logs / f"{shape.apis}x{shape.workers}{'d' if shape.drain else ''}"
     shape_logs.mkdir()
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -304,30 +325,47 @@ async def run_shape(
                 processes.append(api)
                 apis.append(f"http://127.0.0.1:{port}")
                 await wait_healthy(apis[-1], api)
+            if shape.drain:
+                env["WORKER_DRAIN_GRACE_S"] = str(args.drain_grace)
             for n in range(shape.workers):
                 worker_env = {**env, "WORKER_METRICS_PORT": str(free_port())}
                 log = shape_logs / f"worker{n}.log"
                 processes.append(start_process(["-m", "bench._worker"], worker_env, log))
             warmup = conversations(args.warmup, 1, first_channel)
-            await drive(apis, observed, warmup)  # includes the workers' start-up
+            await drive(apis, observed, warmup, [])  # includes the workers' start-up
             lanes = conversations(args.conversations, args.turns, first_channel + args.warmup)
             roles = [("API", p) for p in processes[: shape.apis]]
             roles += [("workers", p) for p in processes[shape.apis :]]
             before = cpu_by_role(roles)
             peaks: dict[str, int] = {"Postgres": 0, "Redis": 0}
             sampling = asyncio.create_task(sample_connections(redis, peaks))
+            acknowledged = Acks()
+            half = args.conversations * args.turns // 2
+            first_worker = processes[shape.apis]
+            draining = (
+                asyncio.create_task(
+                    drain_midway(first_worker, acknowledged, half, shape_logs / "worker0.log")
+                )
+                if shape.drain
+                else None
+            )
             try:
-                latencies, acknowledged, seconds = await drive(apis, observed, lanes)
+                latencies, seconds = await drive(apis, observed, lanes, acknowledged)
             finally:
                 sampling.cancel()
             used = cpu_by_role(roles)
             outcome = Outcome(shape, seconds, latencies, acknowledged, [])
             outcome.cpu = {role: used[role] - before[role] for role in used}
             outcome.peak_connections = peaks
+            if draining is not None:
+                outcome.drained = await draining
             outcome.problems = await check(outcome, observed, discord, redis, shape_logs)
             for process in processes:
-                if process.poll() is not None:
+                drained = draining is not None and process is first_worker
+                if process.poll() is not None and not drained:
                     outcome.problems.append(f"a process exited early (code {process.returncode})")
+            if outcome.drained is not None and outcome.drained.exit_code != 0:
+                outcome.problems.append(f"the drained worker exited {outcome.drained.exit_code}")
             return outcome
         finally:
             for process in processes:
@@ -335,6 +373,53 @@ async def run_shape(
             for process in processes:
                 process.wait(timeout=20)
             await redis.aclose()
+
+
+EXITED_CPU: dict[int, float] = {}  # pid -> CPU seconds of a worker that exited (drained)
+
+
+class Acks(list[Turn]):
+    """The acknowledged turns; ``reached(n)`` returns once ``n`` are in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: list[tuple[int, asyncio.Event]] = []
+
+    def append(self, turn: Turn) -> None:
+        super().append(turn)
+        for count, event in self._waiting:
+            if len(self) >= count:
+                event.set()
+
+    async def reached(self, count: int) -> None:
+        event = asyncio.Event()
+        self._waiting.append((count, event))
+        if len(self) >= count:
+            event.set()
+        await event.wait()
+
+
+async def drain_midway(worker: Popen[bytes], acknowledged: Acks, after: int, log: Path) -> Drained:
+    """SIGTERM to ``worker`` once ``after`` turns are acknowledged; wait for it to exit."""
+    await acknowledged.reached(after)
+    at_turn = len(acknowledged)
+    worker.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    # Reaped with its resource usage, so its CPU still counts once /proc forgets it.
+    _, status, usage = await asyncio.to_thread(os.wait4, worker.pid, 0)
+    exit_code = worker.returncode = os.waitstatus_to_exitcode(status)
+    EXITED_CPU[worker.pid] = usage.ru_utime + usage.ru_stime
+    exited_after_s = time.monotonic() - signalled
+    last = last_drained(log)
+    completed, released = int(last.get("completed", -1)), int(last.get("released", -1))
+    return Drained(at_turn, exit_code, exited_after_s, completed, released)
+
+
+def last_drained(log: Path) -> dict[str, Any]:
+    """The worker's "worker drained" log line (empty when it never wrote one)."""
+    lines = [line for line in log.read_text().splitlines() if '"worker drained"' in line]
+    found: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    return found
 
 
 async def sample_connections(redis: Redis, peaks: dict[str, int]) -> None:
@@ -361,20 +446,27 @@ def cpu_by_role(roles: list[tuple[str, Popen[bytes]]]) -> dict[str, float]:
     and the load)."""
     used = {"API": 0.0, "workers": 0.0, "fakes+load": time.process_time()}
     for role, process in roles:
-        used[role] += cpu_seconds(process.pid)[0]
+        exited = EXITED_CPU.get(process.pid)
+        used[role] += exited if exited is not None else cpu_seconds(process.pid)[0]
     return used
 
 
 def report(outcome: Outcome) -> None:
     summary = Summary(outcome.latencies)
     print(
-        f"{outcome.shape.name:<20} {outcome.turns_per_s:7.1f} turns/s   webhook -> reply "
+        f"{outcome.shape.name:<31} {outcome.turns_per_s:7.1f} turns/s   webhook -> reply "
         f"p50 {summary.q(0.5):8.1f} ms   p99 {summary.q(0.99):8.1f} ms   "
         f"({len(outcome.latencies)} turns in {outcome.seconds:.1f} s)"
     )
     cores = ", ".join(f"{role} {used / outcome.seconds:.2f}" for role, used in outcome.cpu.items())
     peaks = ", ".join(f"{name} {n}" for name, n in outcome.peak_connections.items())
     print(f"  CPU used, in cores: {cores}; most connections open: {peaks}")
+    if outcome.drained is not None:
+        d = outcome.drained
+        print(
+            f"  drained: SIGTERM at turn {d.at_turn}; the worker exited {d.exit_code} after "
+            f"{d.exited_after_s:.1f} s, {d.completed} jobs completed, {d.released} handed back"
+        )
     if outcome.problems:
         for problem in outcome.problems:
             print(f"  CHECK FAILED: {problem}")
@@ -387,7 +479,10 @@ def parse_shapes(text: str) -> list[Shape]:
     shapes = []
     for part in text.split(","):
         apis, _, workers = part.partition("x")
-        shapes.append(Shape(int(apis), int(workers)))
+        drain = workers.endswith("d")
+        shapes.append(Shape(int(apis), int(workers.removesuffix("d")), drain))
+        if drain and shapes[-1].workers < 2:
+            raise argparse.ArgumentTypeError(f"{part}: draining needs a second worker")
     return shapes
 
 
@@ -396,7 +491,12 @@ async def main() -> None:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--turns", type=int, default=3, help="messages per conversation")
     parser.add_argument("--warmup", type=int, default=20, help="one-turn warm-up conversations")
-    parser.add_argument("--shapes", type=parse_shapes, default=parse_shapes("1x1,1x3,2x1,2x3"))
+    parser.add_argument(
+        "--shapes", type=parse_shapes, default=parse_shapes("1x1,1x3,2x1,2x3,1x2,1x2d")
+    )
+    parser.add_argument(
+        "--drain-grace", type=float, default=0.1, help="WORKER_DRAIN_GRACE_S of a drained shape"
+    )
     args = parser.parse_args()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
@@ -418,6 +518,12 @@ async def main() -> None:
     for outcome in outcomes[1:]:
         ratio = outcome.turns_per_s / first.turns_per_s
         print(f"turns/s {outcome.shape.name} / {first.shape.name}: {ratio:.2f}")
+    undrained = {o.shape: o for o in outcomes if not o.shape.drain}
+    for outcome in (o for o in outcomes if o.shape.drain):
+        same = undrained.get(Shape(outcome.shape.apis, outcome.shape.workers))
+        if same is not None and same is not first:  # against the first: printed above
+            ratio = outcome.turns_per_s / same.turns_per_s
+            print(f"turns/s {outcome.shape.name} / {same.shape.name}: {ratio:.2f}")
     if any(outcome.problems for outcome in outcomes):
         print(f"exactly-once checks FAILED; process logs in {logs}")
         raise SystemExit(1)

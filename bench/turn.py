@@ -2,7 +2,7 @@
 
     python -m bench.turn [--turns 30] [--warmup 3] [--concurrency 1] [--poll-delay S]
 
-The real API (uvicorn app.main:app) and the real worker (app.worker.WorkerSettings, long
+The real API (uvicorn app.main:app) and the real worker (python -m app worker, long
 running, as deployed) run as their own processes against a fresh database; the decision
 service answers in 50 ms, the model in 300 ms, Discord at once (local fakes in this process).
 A task agent is configured (fake Jina), so the turn asks is_task as the seed allows, and the
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import itertools
 import os
 import random
@@ -28,7 +27,6 @@ from pathlib import Path
 
 import asyncpg
 import httpx
-from arq.worker import Worker
 from redis.asyncio import Redis
 
 from app.agent.fake_jina import FakeJina
@@ -37,7 +35,7 @@ from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
-from app.worker import WorkerSettings
+from app.worker import POLL_DELAY_S
 from bench._rig import (
     Summary,
     asyncpg_dsn,
@@ -153,16 +151,8 @@ async def seed(turns: list[Turn]) -> None:
         await conn.close()
 
 
-def arq_default_poll_delay() -> float:
-    default = inspect.signature(Worker.__init__).parameters["poll_delay"].default
-    return float(default)
-
-
 def effective_poll_delay(override: float | None) -> float:
-    if override is not None:
-        return override
-    configured = getattr(WorkerSettings, "poll_delay", None)
-    return float(configured) if configured is not None else arq_default_poll_delay()
+    return override if override is not None else POLL_DELAY_S
 
 
 async def run_turn(client: httpx.AsyncClient, fakes: Fakes, turn: Turn) -> Timing:

@@ -14,8 +14,7 @@ from arq.worker import Worker
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.kit.arqueue import create_queue, load_job
-from app.worker import WorkerSettings
+from app.kit.arqueue import create_queue, dump_job, load_job
 
 SNOWFLAKE = 1_234_567_890_123_456_789  # ids are 64-bit: they must survive the round trip
 
@@ -28,8 +27,8 @@ async def run_burst(settings: Settings, record: Any) -> Worker:
         burst=True,
         poll_delay=0,
         handle_signals=False,
-        job_serializer=WorkerSettings.job_serializer,
-        job_deserializer=WorkerSettings.job_deserializer,
+        job_serializer=dump_job,
+        job_deserializer=load_job,
     )
     try:
         await worker.main()

@@ -1,40 +1,32 @@
-"""The worker ARQ builds from WorkerSettings is our ResilientWorker, however it was started,
-and its backoff stays within its bounds."""
+"""The worker every entry point runs is our ResilientWorker, built directly, and its backoff
+stays within its bounds."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from arq.connections import RedisSettings
-from arq.worker import Worker, create_worker
 from redis.asyncio import Redis
 
 from app.config import Settings
 from app.db import SessionFactory
 from app.kit.arqueue import create_queue
 from app.kit.arqworker import Backoff, ResilientWorker
-from app.worker import WorkerSettings
+from app.worker import build_worker
 from tests.support.waiting import wait_until
 from tests.support.worker import drain, idle_worker
 
 
-async def test_a_worker_arq_builds_from_worker_settings_becomes_resilient_at_startup(
-    settings: Settings, sessions: SessionFactory, redis: Redis
+async def test_every_entry_point_builds_the_resilient_worker_with_the_bots_jobs(
+    settings: Settings,
 ) -> None:
-    # What `arq app.worker.WorkerSettings` and the local dev stack do: ARQ's own factory.
-    worker = create_worker(
-        cast(Any, WorkerSettings),
-        redis_settings=RedisSettings.from_dsn(settings.redis_url),
-        ctx={"settings": settings},
-        handle_signals=False,
-        burst=True,
-    )
-    assert type(worker) is Worker
-    try:
-        await worker.main()
-    finally:
-        await worker.close()
-    assert isinstance(worker, ResilientWorker)
+    # `python -m app worker`, the dev stack, the tests and the benchmarks all call this.
+    worker = build_worker(settings)
+    assert type(worker) is ResilientWorker
+    jobs = {"process_event", "remember_after_reply", "nightly_step", "consolidate_channel"}
+    assert jobs <= set(worker.functions)
+    assert worker.max_jobs == settings.worker_max_jobs
+    assert worker.drain_grace_s == settings.worker_drain_grace_s
+    await worker.pool.aclose()
 
 
 async def test_the_test_drain_worker_is_resilient_too(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -41,6 +42,7 @@ from tests.support.relay_fakes import (
     thread,
 )
 from tests.support.servers import free_port, serve
+from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RELAY_ENV_PREFIXES = ("DATABASE_URL", "DISCORD_", "GATEWAY_TOKEN", "WEBHOOK_URL", "RELAY_", "LOG_")
@@ -254,13 +256,19 @@ async def test_authentication_failure_stops_the_relay_without_leaking_the_token(
     assert BOT_TOKEN not in str(failure.value)
 
 
-async def test_frames_queued_when_stop_arrives_are_still_delivered() -> None:
+async def test_at_stop_every_frame_read_is_delivered_before_a_resumable_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.relay")
     release = asyncio.Event()
     bodies: list[bytes] = []
+    open_at_delivery: list[bool] = []  # was the gateway connection still open then?
+    first = None
 
     async def slow_hook(request: Request) -> Response:
         await release.wait()
         bodies.append(await request.body())
+        open_at_delivery.append(first is not None and not first.closed.is_set())
         return JSONResponse({"status": "ok"})
 
     stop = asyncio.Event()
@@ -275,14 +283,18 @@ async def test_frames_queued_when_stop_arrives_are_still_delivered() -> None:
         await first.dispatch("READY", 1, {"session_id": "s", "resume_gateway_url": gateway.url})
         for seq in range(2, 6):
             await first.dispatch("MESSAGE_CREATE", seq, message(seq))
-        await first.heartbeat_with(5)  # all four frames are queued
+        await first.heartbeat_with(5)  # all four frames are read (and queued)
         stop.set()
-        try:
-            assert await first.close_code() == 1000  # the relay stops reading the gateway first
-        finally:
-            release.set()
+        await wait_until(
+            lambda: "relay stopping; draining" in caplog.messages, within=5, what="the drain"
+        )
+        assert not first.closed.is_set()  # the webhook holds every frame: the session waits
+        release.set()
+        # Not 1000 or 1001, which would end the session on Discord's side.
+        assert await first.close_code() == 4000
         assert await asyncio.wait_for(relay, 5) == []
     assert [json.loads(b)["d"]["id"] for b in bodies] == ["2", "3", "4", "5"]
+    assert open_at_delivery == [True] * 4  # delivered first, closed after
     assert metrics.value("relay_queue_depth") == 0
 
 
@@ -321,7 +333,7 @@ async def test_python_m_app_relay_runs_without_a_database_and_drains_on_sigterm(
                 exposition = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
             assert "relay_frames_forwarded_total 1.0" in exposition
             process.send_signal(signal.SIGTERM)
-            assert await first.close_code() == 1000
+            assert await first.close_code() == 4000  # resumable: not 1000/1001
             out, err = await asyncio.wait_for(process.communicate(), 9)
         finally:
             if process.returncode is None:

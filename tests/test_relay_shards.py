@@ -53,6 +53,15 @@ GUILDS = [(k << 22) | 7 for k in range(1000, 1006)]
 # -- settings ------------------------------------------------------------------------------
 
 
+@pytest.fixture
+def relay_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """The relay's required variables, in a directory without a .env."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", "bot-token")
+    monkeypatch.setenv("GATEWAY_TOKEN", GOOD_TOKEN)
+    return monkeypatch
+
+
 @pytest.mark.parametrize(
     ("text", "count"), [("auto", AUTO), (" AUTO ", AUTO), ("", AUTO), ("3", 3)]
 )
@@ -91,11 +100,9 @@ def test_shard_ids_are_distinct_ids_within_an_explicit_count() -> None:
     ],
 )
 def test_bad_shard_settings_refuse_to_load_naming_the_variable(
-    count: str, ids: str, named: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    count: str, ids: str, named: str, relay_env: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DISCORD_BOT_TOKEN", "bot-token")
-    monkeypatch.setenv("GATEWAY_TOKEN", GOOD_TOKEN)
+    monkeypatch = relay_env
     monkeypatch.setenv("RELAY_SHARD_COUNT", count)
     monkeypatch.setenv("RELAY_SHARD_IDS", ids)
     with pytest.raises(RelaySettingsError) as failure:
@@ -103,12 +110,8 @@ def test_bad_shard_settings_refuse_to_load_naming_the_variable(
     assert str(failure.value).startswith(f"invalid configuration: {named} ")
 
 
-def test_shard_settings_default_to_auto_and_every_shard(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DISCORD_BOT_TOKEN", "bot-token")
-    monkeypatch.setenv("GATEWAY_TOKEN", GOOD_TOKEN)
+def test_shard_settings_default_to_auto_and_every_shard(relay_env: pytest.MonkeyPatch) -> None:
+    monkeypatch = relay_env
     monkeypatch.delenv("RELAY_SHARD_COUNT", raising=False)
     monkeypatch.setenv("RELAY_SHARD_IDS", "")  # compose passes unset as empty
     settings = load_relay_settings()
@@ -117,6 +120,35 @@ def test_shard_settings_default_to_auto_and_every_shard(
     monkeypatch.setenv("RELAY_SHARD_IDS", "3,1")
     settings = load_relay_settings()
     assert (settings.relay_shard_count, settings.shard_ids) == (4, (3, 1))
+
+
+@pytest.mark.parametrize(("pod", "shard"), [("companion-relay-0", 0), ("relay-2", 2)])
+def test_a_statefulset_pod_holds_the_shard_of_its_ordinal(
+    pod: str, shard: int, relay_env: pytest.MonkeyPatch
+) -> None:
+    relay_env.setenv("RELAY_SHARD_COUNT", "3")
+    relay_env.setenv("RELAY_POD_NAME", pod)
+    assert load_relay_settings().shard_ids == (shard,)
+
+
+@pytest.mark.parametrize(
+    ("count", "ids", "pod", "says"),
+    [
+        ("3", "", "relay-3", "is ordinal 3, outside 0..2"),
+        ("auto", "", "relay-0", "needs an explicit RELAY_SHARD_COUNT"),
+        ("3", "1", "relay-0", "and RELAY_SHARD_IDS both name the shards"),
+        ("3", "", "relay", "must end in -<ordinal>"),
+    ],
+)
+def test_a_pod_name_that_cannot_name_a_shard_is_refused(
+    count: str, ids: str, pod: str, says: str, relay_env: pytest.MonkeyPatch
+) -> None:
+    relay_env.setenv("RELAY_SHARD_COUNT", count)
+    relay_env.setenv("RELAY_SHARD_IDS", ids)
+    relay_env.setenv("RELAY_POD_NAME", pod)
+    with pytest.raises(RelaySettingsError) as failure:
+        load_relay_settings()
+    assert str(failure.value).startswith(f"invalid configuration: RELAY_POD_NAME {says}")
 
 
 # -- GET /gateway/bot and the plan ----------------------------------------------------------

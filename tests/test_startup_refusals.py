@@ -112,7 +112,7 @@ def test_worker_refuses_to_start(database_url: str, tmp_path: Path, case: str) -
     variables, message, value = UNSAFE[case]
     env = environment(database_url, **variables)
 
-    result = run(["arq", "app.worker.WorkerSettings"], env, tmp_path)
+    result = run(["app", "worker"], env, tmp_path)
 
     assert_refused(result, message, value)
 

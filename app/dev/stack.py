@@ -15,11 +15,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import uvicorn
-from arq.connections import RedisSettings
-from arq.worker import Worker, create_worker
 from starlette.types import ASGIApp
 
 from app.config import Settings
@@ -36,6 +34,7 @@ from app.dev.playground import (
     playground_app,
 )
 from app.discord.fake import FakeCDN, FakeDiscord
+from app.kit.arqworker import RELEASE_WAIT_S, ResilientWorker
 from app.kit.logs import JsonFormatter
 
 HOST = "127.0.0.1"  # dev mode never listens beyond this machine
@@ -222,7 +221,7 @@ class Stack:
     feed: Feed
     api: _Server
     models: _Server
-    worker: Worker
+    worker: ResilientWorker
     tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
 
     async def stop(self) -> None:
@@ -295,7 +294,7 @@ async def _serve(
         feed=feed,
         cdn=cdn.app,
     )
-    stack = Stack(feed, _server(front), _server(models_app), _worker(settings, redis_url))
+    stack = Stack(feed, _server(front), _server(models_app), _worker(settings))
     try:
         await _start(stack, api_socket, models_socket, console, stop)
     except StartFailed as exc:
@@ -338,15 +337,11 @@ def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None)
     return Settings(_env_file=None, **wiring)
 
 
-def _worker(settings: Settings, redis_url: str) -> Worker:
-    from app.worker import WorkerSettings
+def _worker(settings: Settings) -> ResilientWorker:
+    """The worker ``python -m app worker`` runs, in this process."""
+    from app.worker import build_worker
 
-    return create_worker(
-        cast(Any, WorkerSettings),  # arq types its settings as a dict or its own base class
-        redis_settings=RedisSettings.from_dsn(redis_url),
-        ctx={"settings": settings},
-        handle_signals=False,
-    )
+    return build_worker(settings, drain_grace_s=min(settings.worker_drain_grace_s, DRAIN_TIMEOUT_S))
 
 
 class StartFailed(RuntimeError):
@@ -412,24 +407,17 @@ async def _stop_server(server: _Server, task: asyncio.Task[Any] | None) -> None:
         await asyncio.wait({task})
 
 
-async def _stop_worker(worker: Worker, task: asyncio.Task[Any] | None) -> None:
-    """Stop taking jobs, let running ones finish (bounded), then close the worker (its
-    shutdown hook closes the bot's services). A job cut off here is retried next start."""
+async def _stop_worker(worker: ResilientWorker, task: asyncio.Task[Any] | None) -> None:
+    """The worker's own drain (as on SIGTERM): no new jobs, running ones finish or are
+    handed back to the queue, then close it (its shutdown hook closes the bot's services)."""
     if task is None:
         return
-    worker.allow_pick_jobs = False
-    running = [t for t in worker.tasks.values() if not t.done()]
-    if running:
-        _, unfinished = await asyncio.wait(running, timeout=DRAIN_TIMEOUT_S)
-        for job in unfinished:
-            job.cancel()
-        if unfinished:
-            await asyncio.wait(unfinished)
-    # arq's close() gathers its job tasks: a cancelled one would raise out of it.
-    worker.tasks = {key: t for key, t in worker.tasks.items() if not t.cancelled()}
+    worker.drain()
+    await asyncio.wait({task}, timeout=worker.drain_grace_s + RELEASE_WAIT_S + 1)
     if not task.done():
-        await _quietly(worker.close())
-    await asyncio.wait({task}, timeout=DRAIN_TIMEOUT_S)
+        task.cancel()
+        await asyncio.wait({task})
+    await _quietly(worker.close())
 
 
 async def _quietly(closing: Awaitable[None]) -> None:

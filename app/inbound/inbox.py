@@ -80,9 +80,12 @@ class InboxWriter:
         on_new: Callable[[list[str]], Coroutine[Any, Any, object]],
         *,
         max_batch: int = 500,
+        transaction_pooling: bool = False,
     ) -> None:
         # The writer keeps one connection of its own: no pool checkout or pre-ping per batch.
         self._dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        # Behind PgBouncer (transaction mode) asyncpg must keep no prepared statements.
+        self._statement_cache_size = 0 if transaction_pooling else 100
         self._conn: asyncpg.Connection | None = None
         self._on_new = on_new
         self._max_batch = max_batch
@@ -145,7 +148,12 @@ class InboxWriter:
     async def _insert(self, events: Sequence[Incoming]) -> set[str]:
         try:
             if self._conn is None or self._conn.is_closed():
-                self._conn = await asyncpg.connect(self._dsn, timeout=5, command_timeout=10)
+                self._conn = await asyncpg.connect(
+                    self._dsn,
+                    timeout=5,
+                    command_timeout=10,
+                    statement_cache_size=self._statement_cache_size,
+                )
             rows = await self._conn.fetch(
                 _INSERT,
                 [e.id for e in events],

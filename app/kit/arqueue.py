@@ -1,7 +1,16 @@
 """The JobQueue on ARQ/Redis. Connects lazily, fails fast: a down Redis never blocks intake.
 
 Every enqueue also publishes a wake-up on the queue's channel, so an idle worker starts the
-job at once instead of at its next poll (the poll stays, slower, for a wake-up that is lost)."""
+job at once instead of at its next poll (the poll stays, slower, for a wake-up that is lost).
+``redis_client`` builds the connection the API and the worker share the rules of: REDIS_URL,
+or the master Redis Sentinel names.
+
+ARQ internals this relies on (listed with why and fingerprinted in ``app.kit.arqinternals``;
+``tests/test_arq_internals.py`` fails when ARQ changes one): the job record
+``serialize_job`` writes and ``deserialize_job_raw`` reads, which ``enqueue_many`` writes
+itself; what ``ArqRedis.enqueue_job`` stores (job key with ``expires_extra_ms``, the queue's
+score) and its ``job_serializer`` attributes; the queue name and key prefixes in
+``arq.constants``."""
 
 from __future__ import annotations
 
@@ -10,13 +19,17 @@ import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from arq.connections import ArqRedis
 from arq.constants import default_queue_name, expires_extra_ms, job_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.sentinel import Sentinel
 from redis.exceptions import RedisError
+
+from app.kit.redis_target import RedisTarget
 
 
 def dump_job(data: dict[str, Any]) -> bytes:
@@ -106,10 +119,67 @@ class ArqQueue:
         await self.redis.aclose(close_connection_pool=True)
 
 
-def create_queue(redis_url: str) -> ArqQueue:
-    pool = ConnectionPool.from_url(
-        redis_url, socket_connect_timeout=1.0, socket_timeout=2.0, max_connections=64
-    )
-    return ArqQueue(
-        ArqRedis(connection_pool=pool, job_serializer=dump_job, job_deserializer=load_job)
-    )
+def redis_client(
+    target: RedisTarget | str,
+    *,
+    socket_timeout: float | None = 2.0,
+    max_connections: int | None = 64,
+) -> ArqRedis:
+    """An ArqRedis speaking our JSON job format, on REDIS_URL or on the master the sentinels
+    name (asked again whenever a connection to it fails, so a failover is followed).
+    ``socket_timeout`` None for a worker: its pub/sub connection waits for wake-ups."""
+    if isinstance(target, str):
+        target = RedisTarget(url=target)
+    timeouts: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": socket_timeout}
+    if not target.sentinels:
+        pool = ConnectionPool.from_url(target.url, max_connections=max_connections, **timeouts)
+        client = ArqRedis(connection_pool=pool)
+    else:
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(target.sentinels),
+            # The sentinels answer at once or not at all: never wait on one.
+            sentinel_kwargs={
+                "password": target.sentinel_password,
+                "socket_connect_timeout": 1.0,
+                "socket_timeout": 2.0,
+                "ssl": target.url.startswith("rediss://"),
+            },
+            **_master_options(target.url),
+            **timeouts,
+        )
+        master = sentinel.master_for(
+            target.sentinel_master, redis_class=_SentinelArqRedis, max_connections=max_connections
+        )
+        master.sentinels_of = sentinel
+        client = master
+    client.job_serializer, client.job_deserializer = dump_job, load_job
+    return client
+
+
+class _SentinelArqRedis(ArqRedis):
+    """The master's client; closing it closes the sentinels' connections too."""
+
+    sentinels_of: Sentinel
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        for node in self.sentinels_of.sentinels:
+            await node.aclose()
+
+
+def _master_options(url: str) -> dict[str, Any]:
+    """What REDIS_URL says about the master when the sentinels say where it is."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise ValueError("REDIS_URL must be redis:// or rediss:// with REDIS_SENTINELS")
+    database = parts.path.lstrip("/") or "0"
+    return {
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+        "db": int(database),
+        "ssl": parts.scheme == "rediss",
+    }
+
+
+def create_queue(target: RedisTarget | str) -> ArqQueue:
+    return ArqQueue(redis_client(target))

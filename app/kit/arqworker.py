@@ -1,5 +1,5 @@
-"""ARQ's worker, made to ride out a Redis outage in the same process and to start a job the
-moment it is queued.
+"""ARQ's worker, made to ride out a Redis outage in the same process, to start a job the
+moment it is queued, to drain on SIGTERM, and to export the queue figures to scale on.
 
 ARQ 0.28 lets any Redis error in its loop escape ``Worker.main``: the poll, a job's claim, or
 ``finish_job`` after a job ran, and the process exits. This subclass keeps the process and
@@ -11,7 +11,17 @@ records, Discord nonces): a job that runs twice does its effects once.
 ARQ polls its queue every ``poll_delay``; a short delay costs CPU while idle, a long one
 latency. Here the worker also listens for the wake-up every enqueue publishes
 (``app.kit.arqueue``) and for its own jobs finishing, polling at once on either; the poll
-delay is only the fallback for a lost wake-up."""
+delay is only the fallback for a lost wake-up.
+
+ARQ internals this relies on (each listed with why and fingerprinted in
+``app.kit.arqinternals``; ``tests/test_arq_internals.py`` fails when ARQ changes one):
+``Worker.__init__``'s attributes; ``main``/``async_run`` (the loop, ended through
+``main_task``); ``_poll_iteration``, ``heart_beat``, ``start_jobs``, ``run_job``,
+``finish_job``, ``finish_failed_job`` and ``close``, overridden; ``record_health``,
+``run_cron``, ``handle_sig`` and ``_release_sem_dec_counter_on_complete``, called;
+``run_job``'s handling of a cancelled job (queued again, in-progress key deleted), which the
+drain relies on; ``CronJob.next_run``; the in-progress key prefix and millisecond scores of
+ARQ's claim protocol."""
 
 from __future__ import annotations
 
@@ -19,11 +29,11 @@ import asyncio
 import contextlib
 import logging
 import random
-import sys
 import time
+from asyncio import FIRST_COMPLETED
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from arq.constants import in_progress_key_prefix
 from arq.utils import timestamp_ms
@@ -63,8 +73,44 @@ end
 return claimed
 """
 
+# The due jobs, and of those the oldest no worker has started (its claim: the in-progress
+# key). Looks at no more than ARGV[4] due jobs, oldest first, for one not started.
+_DUE = """
+local queue, now, prefix, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local due = redis.call('ZCOUNT', queue, '-inf', now)
+local offset = 0
+while offset < due and offset < limit do
+  local batch = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', offset, 100)
+  for i = 1, #batch, 2 do
+    if redis.call('EXISTS', prefix .. batch[i]) == 0 then
+      return {due, batch[i + 1]}
+    end
+  end
+  offset = offset + 100
+end
+return {due, false}
+"""
+QUEUE_SAMPLE_S = 5.0
+OLDEST_SCAN_LIMIT = 1000
+# A release after the grace: how long the cut-off jobs get to record it in Redis.
+RELEASE_WAIT_S = 5.0
+
 REDIS_UP = Gauge("worker_redis_up", "1 while the worker reaches Redis, 0 during an outage")
 REDIS_OUTAGES = Counter("worker_redis_outages_total", "Redis outages this worker rode out")
+JOBS_DUE = Gauge(
+    "queue_jobs_due",
+    "Jobs in the queue due now (scored at or before now): waiting or running, on any worker",
+)
+OLDEST_DUE = Gauge(
+    "queue_oldest_due_seconds", "Age of the oldest due job that no worker has started"
+)
+JOBS_RUNNING = Gauge("worker_jobs_running", "Jobs this worker process runs now")
+JOB_SLOTS = Gauge("worker_job_slots", "Jobs this worker process may run at once (max_jobs)")
+DRAINING = Gauge("worker_draining", "1 once this worker stopped claiming jobs to shut down")
+RELEASED = Counter(
+    "worker_jobs_released_total",
+    "Jobs a draining worker cut off at its grace period and handed back to the queue",
+)
 
 
 class Backoff:
@@ -113,14 +159,11 @@ class RedisOutage:
 
 
 class ResilientWorker(Worker):
-    """``arq.worker.Worker`` that survives Redis outages (see the module docstring)."""
+    """``arq.worker.Worker`` that survives Redis outages, wakes on enqueues and drains on
+    request (see the module docstring). ``python -m app worker`` builds it directly."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, drain_grace_s: float = 20.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._adopt()
-
-    def _adopt(self) -> None:
-        """Our state, for a worker built as this class or upgraded to it (``adopt_worker``)."""
         self._outage = RedisOutage(on_recovery=self._redis_back)
         self._poll_backoff = Backoff()
         REDIS_UP.set(1)
@@ -130,6 +173,16 @@ class ResilientWorker(Worker):
         self._wake = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._claim_script: AsyncScript | None = None
+        self._queue_script: AsyncScript | None = None
+        self.queue_sample_s = QUEUE_SAMPLE_S
+        self._queue_sampled = 0.0
+        self.drain_grace_s = drain_grace_s
+        self._draining: asyncio.Task[None] | None = None
+        self._cut_short = asyncio.Event()
+        self.released: list[str] = []  # jobs the drain handed back to the other workers
+        self.last_iteration = time.monotonic()  # the liveness probe's figure
+        JOB_SLOTS.set(self.max_jobs)
+        DRAINING.set(0)
 
     async def _claim_jobs(self, args: list[str | int]) -> list[bytes]:
         if self._claim_script is None:
@@ -143,6 +196,8 @@ class ResilientWorker(Worker):
     # -- the loop -------------------------------------------------------------------------
 
     async def _poll_iteration(self) -> None:
+        self.last_iteration = time.monotonic()
+        JOBS_RUNNING.set(self.job_counter)
         self._listen()
         # Cleared before the queue is read: a wake-up from now on means another read.
         self._wake.clear()
@@ -177,6 +232,21 @@ class ResilientWorker(Worker):
             for job, next_run in planned:
                 job.next_run = next_run
             raise
+        await self._sample_queue()
+
+    async def _sample_queue(self) -> None:
+        """The scaling figures (docs/operations.md, "Scaling"), at most every few seconds."""
+        if time.monotonic() - self._queue_sampled < self.queue_sample_s:
+            return
+        self._queue_sampled = time.monotonic()
+        if self._queue_script is None:
+            self._queue_script = self.pool.register_script(_DUE)
+        now = timestamp_ms()
+        due, oldest = await self._queue_script(
+            args=[self.queue_name, now, in_progress_key_prefix, OLDEST_SCAN_LIMIT]
+        )
+        JOBS_DUE.set(int(due))
+        OLDEST_DUE.set(max(0.0, (now - float(oldest)) / 1000) if oldest else 0.0)
 
     # -- wake-ups -------------------------------------------------------------------------
 
@@ -293,6 +363,68 @@ class ResilientWorker(Worker):
                 self._outage.recovered()
                 return result
 
+    # -- draining -------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """SIGTERM: stop claiming, let running jobs finish within ``drain_grace_s``, hand the
+        rest back to the queue at once, then end the loop. A second call cuts the grace short."""
+        if self._draining is None:
+            self._draining = self.loop.create_task(self._drain(), name="arq-drain")
+        else:
+            self._cut_short.set()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining is not None
+
+    async def _drain(self) -> None:
+        self.allow_pick_jobs = False
+        DRAINING.set(1)
+        log.info(
+            "worker draining: no new jobs",
+            extra={"running": len(self._running()), "grace_s": self.drain_grace_s},
+        )
+        await self._settle(self.drain_grace_s, until_cut=True)
+        released = await self._release_running()
+        if released:
+            with contextlib.suppress(*REDIS_FAILURES):  # a poll finds them all the same
+                await self.pool.publish(wake_channel(self.pool, self.queue_name), len(released))
+        log.info(
+            "worker drained",
+            extra={"completed": self.jobs_complete, "released": len(released)},
+        )
+        if self.main_task is not None:
+            self.main_task.cancel()
+
+    def _running(self) -> list[asyncio.Task[Any]]:
+        return [task for task in self.tasks.values() if not task.done()]
+
+    async def _settle(self, within: float, *, until_cut: bool = False) -> None:
+        """Until no job runs, ``within`` seconds pass, or (``until_cut``) a second signal."""
+        deadline = time.monotonic() + within
+        while (running := self._running()) and (left := deadline - time.monotonic()) > 0:
+            if until_cut and self._cut_short.is_set():
+                return
+            cut = asyncio.ensure_future(self._cut_short.wait())
+            await asyncio.wait([*running, cut], timeout=left, return_when=FIRST_COMPLETED)
+            cut.cancel()
+
+    async def _release_running(self) -> list[str]:
+        """Cancel each job still running. ARQ treats a cancelled job as one to run again: it
+        stays queued, due, and its in-progress key is deleted, so another worker claims it now
+        rather than when the claim would lapse (the longest job timeout + 10 s)."""
+        released: list[str] = []
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        while self._running() and time.monotonic() < deadline:
+            for job_id, task in list(self.job_tasks.items()):
+                if not task.done() and job_id not in released:
+                    task.cancel()
+                    released.append(job_id)
+            await self._settle(min(0.1, deadline - time.monotonic()))
+        RELEASED.inc(len(released))
+        self.released += released
+        return released
+
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.cancel()
@@ -305,24 +437,3 @@ class ResilientWorker(Worker):
             if self.on_shutdown:
                 await self.on_shutdown(self.ctx)
             self._pool = None
-
-
-def adopt_worker() -> ResilientWorker:
-    """Make the ARQ worker whose ``on_startup`` calls this a ``ResilientWorker``.
-
-    ``arq app.worker.WorkerSettings`` (the contract's command) builds ``arq.worker.Worker``
-    from the settings class and has no setting for a subclass; neither does ``create_worker``
-    (the local dev stack). The startup hook runs inside that worker's ``main()``, so the
-    worker is found on the calling frames and given this class before its loop starts."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        candidate = frame.f_locals.get("self")
-        if isinstance(candidate, Worker):
-            if isinstance(candidate, ResilientWorker):
-                return candidate
-            candidate.__class__ = ResilientWorker
-            upgraded = cast(ResilientWorker, candidate)
-            upgraded._adopt()
-            return upgraded
-        frame = frame.f_back  # type: ignore[assignment]
-    raise RuntimeError("adopt_worker() must be called from an ARQ worker's on_startup")

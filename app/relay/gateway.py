@@ -1,7 +1,10 @@
 """A small Discord gateway client: HELLO, heartbeats, IDENTIFY/RESUME, reconnects.
 
 It hands every dispatch frame, with its raw text, to a callback and awaits it, so a slow
-consumer slows the socket reader instead of piling frames up in memory."""
+consumer slows the socket reader instead of piling frames up in memory. To shut down it first
+stops reading (``stop_reading``: the frame in hand is handed on, no other is read), and only
+when told (``close_sessions``), once what it read is delivered, closes with a resumable code:
+1000 or 1001 would end the session on Discord's side."""
 
 from __future__ import annotations
 
@@ -124,6 +127,10 @@ class GatewayClient:
         self._acked = True
         self._zombie = False
         self._connections = 0
+        self._stopping = asyncio.Event()
+        self._may_close = asyncio.Event()
+        self._handed_on = asyncio.Event()  # set while no read frame waits for on_dispatch
+        self._handed_on.set()
 
     def __repr__(self) -> str:
         return (
@@ -134,10 +141,20 @@ class GatewayClient:
     def _log_extra(self, **fields: Any) -> dict[str, Any]:
         return {"shard": self.shard_id, **fields}
 
+    async def stop_reading(self) -> None:
+        """Read no more frames; return once the frame already read (if any) is handed on."""
+        self._stopping.set()
+        await self._handed_on.wait()
+
+    def close_sessions(self) -> None:
+        """After ``stop_reading``: close the connection, resumably, and end ``run``."""
+        self._may_close.set()
+
     async def run(self) -> None:
-        """Stay connected until cancelled; raises GatewayFatal when Discord refuses us."""
+        """Stay connected until stopped or cancelled; raises GatewayFatal when Discord refuses
+        us."""
         failures = 0
-        while True:
+        while not self._stopping.is_set():
             if self._connections:
                 self._metrics.reconnects.labels(shard=self._label).inc()
             self._connections += 1
@@ -152,7 +169,7 @@ class GatewayClient:
                 ready = False
                 log.warning("gateway protocol violation", extra=self._log_extra(error=str(exc)))
             failures = 0 if ready else failures + 1
-            if failures:
+            if failures and not self._stopping.is_set():
                 delay = backoff_delay(
                     failures - 1, self._tuning.reconnect_base_s, self._tuning.reconnect_max_s
                 )
@@ -183,9 +200,9 @@ class GatewayClient:
             try:
                 return await self._serve(ws, resume=resume)
             except asyncio.CancelledError:
-                # Shutting down: a normal close ends the session (nothing will resume it)
-                # rather than the 1011 the library would send for an exception.
-                await ws.close(code=1000)
+                # Cut off (the drain's deadline, another shard's failure): still a resumable
+                # close, not the 1011 the library would send for an exception.
+                await ws.close(code=RESUMABLE_CLOSE)
                 raise
 
     async def _serve(self, ws: ClientConnection, *, resume: bool) -> bool:
@@ -203,20 +220,51 @@ class GatewayClient:
                 await self._identify_turn()
                 self._metrics.identifies.labels(shard=self._label).inc()
                 await ws.send(json.dumps(self._identify()))
-            return await self._read(ws)
+            ready = await self._read(ws)
+            if self._stopping.is_set():
+                await self._may_close.wait()  # until what was read is delivered
+                await ws.close(code=RESUMABLE_CLOSE)
+            return ready
         finally:
             heartbeat.cancel()
             with suppress(asyncio.CancelledError):
                 await heartbeat
 
     async def _read(self, ws: ClientConnection) -> bool:
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            return await self._read_until_stopped(ws, stopping)
+        finally:
+            stopping.cancel()
+
+    async def _next_frame(
+        self, ws: ClientConnection, stopping: asyncio.Future[Any]
+    ) -> str | bytes | None:
+        """The next frame, or None once stopping (a frame received meanwhile is returned:
+        it has been read). Cancelling ``recv`` loses nothing (websockets guarantees it)."""
+        if self._stopping.is_set():
+            return None
+        receiving = asyncio.ensure_future(ws.recv())
+        await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not receiving.done():
+            receiving.cancel()
+        try:
+            return await receiving
+        except asyncio.CancelledError:
+            return None
+
+    async def _read_until_stopped(
+        self, ws: ClientConnection, stopping: asyncio.Future[Any]
+    ) -> bool:
         ready = False
         while True:
             try:
-                raw = await ws.recv()
+                raw = await self._next_frame(ws, stopping)
             except ConnectionClosed as exc:
                 if not self._zombie:
                     self._on_closed(exc)
+                return ready
+            if raw is None:
                 return ready
             payload = parse_payload(raw)
             if payload is None:
@@ -225,7 +273,11 @@ class GatewayClient:
             op = payload.get("op")
             if op == OP_DISPATCH:
                 ready = self._on_session_event(payload) or ready
-                await self._on_dispatch(Dispatch(payload, raw, self.shard_id, self.session_id))
+                self._handed_on.clear()
+                try:
+                    await self._on_dispatch(Dispatch(payload, raw, self.shard_id, self.session_id))
+                finally:
+                    self._handed_on.set()
                 if isinstance(payload.get("s"), int):
                     self.seq = payload["s"]
             elif op == OP_HEARTBEAT:

@@ -1,9 +1,14 @@
-"""Wires the gateway shards to delivery: the relay's life from connect to drained shutdown."""
+"""Wires the gateway shards to delivery: the relay's life from connect to drained shutdown.
+
+Shutdown (SIGTERM) goes in order, within RELAY_DRAIN_DEADLINE_S: every shard stops reading
+(the frame in hand is queued), every frame read is delivered, and only then are the gateway
+sessions closed, with a resumable close code."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from functools import partial
 from typing import Any
@@ -11,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from app.relay.delivery import Delivery, DeliveryConfig, Sleep
+from app.relay.delivery import Delivery, DeliveryClosed, DeliveryConfig, Sleep
 from app.relay.frames import Frame, backoff_delay, is_forwarded, to_frame
 from app.relay.gateway import Dispatch, GatewayClient, GatewayFatal, GatewayTuning, OnDispatch
 from app.relay.metrics import RelayMetrics
@@ -19,6 +24,8 @@ from app.relay.settings import RelaySettings
 from app.relay.shards import GatewayBot, IdentifyLimiter, parse_gateway_bot, plan_shards
 
 log = logging.getLogger(__name__)
+# After the drain: how long the shards get to close their sessions (a close handshake each).
+CLOSE_TIMEOUT_S = 5.0
 
 
 async def fetch_gateway_bot(http: httpx.AsyncClient, api_base: str, token: SecretStr) -> GatewayBot:
@@ -103,22 +110,39 @@ async def run_relay(
             frame = to_frame(payload, dispatch.raw, dispatch.session_id)
             try:
                 await delivery.submit(frame)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, DeliveryClosed) as exc:
+                # Still waiting for room (a full queue) when the drain's deadline came.
+                metrics.dropped.labels(reason="shutdown").inc()
                 log.warning(
                     "frame not queued at shutdown", extra={"t": frame.t, "event_id": frame.event_id}
                 )
-                raise
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
 
-        shards = _hold_shards(
-            settings,
-            GatewayDirectory(settings, rest),
-            forward,
-            metrics,
-            tuning or _tuning(settings),
+        clients: list[GatewayClient] = []
+        shards = asyncio.create_task(
+            _hold_shards(
+                settings,
+                GatewayDirectory(settings, rest),
+                forward,
+                metrics,
+                tuning or _tuning(settings),
+                clients,
+            )
         )
-        failure = await _run_until_stopped(shards, stop)
-        log.info("relay stopping; draining", extra={"pending": delivery.pending})
-        left = await delivery.drain(settings.relay_drain_deadline_s)
+        try:
+            failure = await _until_stopped(shards, stop)
+            deadline = time.monotonic() + settings.relay_drain_deadline_s
+            await _stop_reading(clients, within=settings.relay_drain_deadline_s)
+            log.info("relay stopping; draining", extra={"pending": delivery.pending})
+            left = await delivery.drain(max(0.0, deadline - time.monotonic()))
+            for client in clients:
+                client.close_sessions()
+            if clients:  # none yet: still asking Discord where the gateway is
+                await _ended(shards, within=CLOSE_TIMEOUT_S)
+        finally:
+            shards.cancel()
+            await asyncio.gather(shards, return_exceptions=True)
         if failure is not None:
             raise failure
         return left
@@ -130,8 +154,10 @@ async def _hold_shards(
     forward: OnDispatch,
     metrics: RelayMetrics,
     tuning: GatewayTuning,
+    clients: list[GatewayClient],
 ) -> None:
-    """Open one gateway connection per shard this process holds; return when one fails."""
+    """Open one gateway connection per shard this process holds (each added to
+    ``clients``); return when they have all ended, raise when one fails."""
     bot = None if settings.discord_gateway_url else await _discover(directory, tuning)
     plan = plan_shards(settings.relay_shard_count, settings.shard_ids, bot)
     log.info(
@@ -148,7 +174,7 @@ async def _hold_shards(
         # At the daily limit Discord ends every session of the bot and resets its token.
         log.error("too few session starts left today", extra={"remaining": bot.remaining})
     limiter = IdentifyLimiter(plan.max_concurrency, tuning.identify_interval_s)
-    clients = [
+    clients += [
         GatewayClient(
             token=settings.discord_bot_token,
             gateway_url=directory.url,
@@ -192,18 +218,28 @@ async def _first_failure(runs: list[Coroutine[Any, Any, None]]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _run_until_stopped(
-    shards: Coroutine[Any, Any, None], stop: asyncio.Event
-) -> BaseException | None:
-    """Run the shards until stop is set; return their failure, if they ended on their own."""
-    reader = asyncio.create_task(shards)
+async def _until_stopped(shards: asyncio.Task[None], stop: asyncio.Event) -> BaseException | None:
+    """Wait until ``stop`` is set, or the shards end on their own (their failure)."""
     stopped = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({reader, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({shards, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopped.cancel()
-        reader.cancel()
-        outcome = (await asyncio.gather(reader, return_exceptions=True))[0]
-    if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-        return outcome
+    if shards.done() and not shards.cancelled():
+        return shards.exception()
     return None
+
+
+async def _stop_reading(clients: list[GatewayClient], *, within: float) -> None:
+    """Every shard stops reading the gateway; each frame in hand is queued for delivery (a
+    shard still waiting for room when ``within`` runs out stays waiting, and drain refuses it)."""
+    stopping = [asyncio.create_task(client.stop_reading()) for client in clients]
+    if stopping:
+        await asyncio.wait(stopping, timeout=within)
+    for task in stopping:
+        task.cancel()
+
+
+async def _ended(shards: asyncio.Task[None], *, within: float) -> None:
+    """Give the shards ``within`` seconds to close their sessions; the caller cancels the rest."""
+    await asyncio.wait({shards}, timeout=within)

@@ -15,7 +15,7 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.kit.env import describe, weak_secret
-from app.relay.shards import AUTO, ShardCount, parse_shard_count, parse_shard_ids
+from app.relay.shards import AUTO, ShardCount, parse_shard_count, parse_shard_ids, shard_of_pod
 
 
 class RelaySettings(BaseSettings):
@@ -42,6 +42,8 @@ class RelaySettings(BaseSettings):
     # them this process holds (unset: all). Processes splitting the shards name the count.
     relay_shard_count: ShardCount = AUTO
     relay_shard_ids: str | None = None
+    # Kubernetes: the StatefulSet pod's name (downward API); it holds the shard of its ordinal.
+    relay_pod_name: str | None = None
     log_level: str = "INFO"
 
     @field_validator("gateway_token")
@@ -82,9 +84,24 @@ class RelaySettings(BaseSettings):
             raise PydanticCustomError("shard_ids", str(exc)) from None
         return ",".join(map(str, ids))
 
+    @field_validator("relay_pod_name", mode="before")
+    @classmethod
+    def _pod_name(cls, value: object, info: ValidationInfo) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if "relay_shard_count" not in info.data or "relay_shard_ids" not in info.data:
+            return value  # the count or the ids are invalid and already reported
+        try:
+            shard_of_pod(str(value), info.data["relay_shard_count"], info.data["relay_shard_ids"])
+        except ValueError as exc:
+            raise PydanticCustomError("pod_name", str(exc)) from None
+        return str(value).strip()
+
     @property
     def shard_ids(self) -> tuple[int, ...] | None:
         """The shards this process holds; None for all of them."""
+        if self.relay_pod_name is not None:
+            return (shard_of_pod(self.relay_pod_name, self.relay_shard_count, None),)
         if self.relay_shard_ids is None:
             return None
         return tuple(int(i) for i in self.relay_shard_ids.split(","))

@@ -51,6 +51,24 @@ def parse_shard_ids(text: str, count: ShardCount) -> tuple[int, ...]:
     return ids
 
 
+def shard_of_pod(pod_name: str, count: ShardCount, ids: str | None) -> int:
+    """RELAY_POD_NAME: a StatefulSet pod is ``<set name>-<ordinal>``, and holds the shard whose
+    id is its ordinal, so N replicas with RELAY_SHARD_COUNT=N run shards 0..N-1."""
+    base, _, ordinal = pod_name.strip().rpartition("-")
+    if not (base and ordinal.isascii() and ordinal.isdigit()):
+        raise ValueError("must end in -<ordinal>, as a StatefulSet names its pods")
+    if ids is not None:
+        raise ValueError("and RELAY_SHARD_IDS both name the shards: set one")
+    if not isinstance(count, int):
+        raise ValueError("needs an explicit RELAY_SHARD_COUNT (the StatefulSet's replicas)")
+    if int(ordinal) >= count:
+        raise ValueError(
+            f"is ordinal {int(ordinal)}, outside 0..{count - 1}: scale the StatefulSet and "
+            "RELAY_SHARD_COUNT together"
+        )
+    return int(ordinal)
+
+
 @dataclass(frozen=True, slots=True)
 class GatewayBot:
     """What GET /gateway/bot answers: where to connect, how many shards, how fast to identify."""

@@ -27,6 +27,7 @@ from app.db import SessionFactory
 from app.discord.fake import FakeDiscord
 from app.inbound.inbox import sweep_inbox
 from app.kit.arqueue import ArqQueue
+from tests.support.frames import message_create
 from tests.support.servers import free_port
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.waiting import wait_until
@@ -41,7 +42,7 @@ REPORTS: list[str] = []  # every tally line, repeated in pytest's terminal summa
 
 
 def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
-    """The environment `arq app.worker.WorkerSettings` reads: private services and fakes."""
+    """The environment `python -m app worker` reads: private services and fakes."""
     # A clean environment: nothing from the caller's shell (keys, sandbox, memory switches).
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "TZ")}
     token = settings.discord_bot_token
@@ -65,7 +66,7 @@ def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
 
 @dataclass
 class WorkerProcess:
-    """One `arq app.worker.WorkerSettings` process; its output goes to ``log``."""
+    """One `python -m app worker` process; its output goes to ``log``."""
 
     env: dict[str, str]
     log: Path
@@ -77,7 +78,7 @@ class WorkerProcess:
             raise AssertionError(f"worker started {self.started} times:\n{self.tail()}")
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "arq", "app.worker.WorkerSettings"],
+                [sys.executable, "-m", "app", "worker"],
                 cwd=ROOT,
                 env=self.env,
                 stdout=out,
@@ -144,6 +145,14 @@ class WorkerProcess:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def worker_pair(settings: Settings, log: Path) -> tuple[WorkerProcess, WorkerProcess]:
+    """Two worker processes on the same services, each with its own metrics port and log."""
+    env = worker_env(settings, os.environ["ANTHROPIC_BASE_URL"])
+    first = WorkerProcess(env, log)
+    second_env = {**env, "WORKER_METRICS_PORT": str(free_port())}  # both may run at once
+    return first, WorkerProcess(second_env, log.with_name("second-worker.log"))
 
 
 # -- holding a fake's answers ---------------------------------------------------------------
@@ -224,6 +233,20 @@ async def post_until_acknowledged(
         if time.monotonic() > deadline:
             raise AssertionError(f"frame {frame['d']['id']} never acknowledged (last {status})")
         await asyncio.sleep(0.05)  # the relay's back-off between retries, not a synchronisation
+
+
+async def post_mentions(stack: Stack, tally: Tally, *, turns: int, first_channel: int) -> set[int]:
+    """Post ``turns`` mentions of the bot, each in its own channel; their message ids."""
+    frames = [
+        message_create(content=f"<@{BOT_ID}> hello number {n}", channel_id=first_channel + n)
+        for n in range(turns)
+    ]
+    async with httpx.AsyncClient(base_url=stack.api, timeout=10) as client:
+        for frame in frames:
+            status, _ = await post(client, frame)
+            tally.sent += 1
+            tally.acknowledged += status == 200
+    return {int(f["d"]["id"]) for f in frames}
 
 
 # -- counting -------------------------------------------------------------------------------

@@ -6,11 +6,9 @@ over or a second worker that was already running does."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from redis.asyncio import Redis
 
@@ -19,17 +17,13 @@ from app.config import Settings
 from app.db import SessionFactory
 from tests.faults.harness import (
     Tally,
-    WorkerProcess,
     count_outcomes,
     gated_stack,
-    post,
+    post_mentions,
     unhandled_events,
     wait_until,
-    worker_env,
+    worker_pair,
 )
-from tests.support.frames import message_create
-from tests.support.servers import free_port
-from tests.support.stack import BOT_ID
 
 pytestmark = pytest.mark.faults
 
@@ -64,23 +58,11 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         stack.model.responder = answer
         # Otherwise Discord creates each reply but its answer never reaches the worker.
         gate.closed = not in_model
-        env = worker_env(stack.settings, os.environ["ANTHROPIC_BASE_URL"])
         # The second is a restart (one worker), or was running all along beside the first.
-        first = WorkerProcess(env, worker_log)
-        second_env = {**env, "WORKER_METRICS_PORT": str(free_port())}  # both may run at once
-        second = WorkerProcess(second_env, worker_log.with_name("second-worker.log"))
+        first, second = worker_pair(stack.settings, worker_log)
         try:
             first.start()
-            frames = [
-                message_create(content=f"<@{BOT_ID}> hello number {n}", channel_id=300 + n)
-                for n in range(TURNS)
-            ]
-            ids = {int(f["d"]["id"]) for f in frames}
-            async with httpx.AsyncClient(base_url=stack.api, timeout=10) as client:
-                for frame in frames:
-                    status, _ = await post(client, frame)
-                    tally.sent += 1
-                    tally.acknowledged += status == 200
+            ids = await post_mentions(stack, tally, turns=TURNS, first_channel=300)
 
             def at_kill_point() -> bool:
                 if len(stack.discord.reactions) < TURNS:

@@ -1,5 +1,5 @@
-"""Run the real ARQ worker (our WorkerSettings) in burst mode until the queue is empty, or
-ours long-running and idle."""
+"""Run the real worker (``app.worker.build_worker``, what ``python -m app worker`` runs) in
+burst mode until the queue is empty, or ours long-running and idle."""
 
 from __future__ import annotations
 
@@ -9,34 +9,23 @@ from contextlib import asynccontextmanager
 
 from arq import func
 from arq.connections import RedisSettings
-from arq.worker import Worker
 from redis.asyncio import Redis
 
 from app.config import Settings
+from app.kit.arqueue import dump_job, load_job
 from app.kit.arqworker import ResilientWorker
-from app.worker import WorkerSettings, shutdown, startup
+from app.worker import build_worker
 from tests.support.waiting import wait_until
 
 IDLE_POLL_S = 600.0  # far beyond any test's timeout: only a wake-up starts a job
 
 
-def make_worker(settings: Settings) -> Worker:
-    return Worker(
-        functions=WorkerSettings.functions,
-        redis_settings=RedisSettings.from_dsn(settings.redis_url),
-        on_startup=startup,
-        on_shutdown=shutdown,
-        ctx={"settings": settings},
-        burst=True,
-        poll_delay=0,
-        handle_signals=False,
-        job_timeout=WorkerSettings.job_timeout,
-        job_serializer=WorkerSettings.job_serializer,
-        job_deserializer=WorkerSettings.job_deserializer,
-    )
+def make_worker(settings: Settings) -> ResilientWorker:
+    """The real worker, in burst mode and without its cron jobs (tests run those directly)."""
+    return build_worker(settings, burst=True, poll_delay=0, cron_jobs=[])
 
 
-async def drain(settings: Settings) -> Worker:
+async def drain(settings: Settings) -> ResilientWorker:
     """Process every queued job, then stop; returns the worker for its counters."""
     worker = make_worker(settings)
     try:
@@ -57,8 +46,8 @@ async def idle_worker(
         poll_delay=IDLE_POLL_S,
         max_jobs=max_jobs,
         handle_signals=False,
-        job_serializer=WorkerSettings.job_serializer,
-        job_deserializer=WorkerSettings.job_deserializer,
+        job_serializer=dump_job,
+        job_deserializer=load_job,
     )
     running = asyncio.create_task(worker.async_run())
     try:
