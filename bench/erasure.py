@@ -1,18 +1,19 @@
-"""Benchmark an erasure of an active member in a big database, and what it does to /webhook.
+"""Benchmark erasures of active members in a big database, and what they do to /webhook.
 
-    python -m bench.erasure [--messages 1000000] [--rate 150] [--baseline-s 20] [--cap-s 600]
+    python -m bench.erasure [--messages 1000000] [--people 4] [--rate 60] [--baseline-s 30]
 
-One database holds 10⁶ messages: the person's 10,000 (in 20 channels, 2,000 of them with
-their recorded frames), 5,000 of other people's that name them (by display name and by
-mention), and everyone else's; the person's 500 memories with their ledger, and 20,000
-observations. The API (`uvicorn app.main:app`) and the real worker run as processes with the
-fakes in this one. First /webhook is driven for ``--baseline-s`` seconds at a steady
-``--rate`` (reactions from other people, recorded and processed like any event) and its
-latency measured; then `POST /users/{id}/erase` starts the erasure while the same load runs,
-until the erasure is done (or ``--cap-s`` passes). Prints the erasure's duration, the rows
-touched per table (its receipt), and /webhook p50/p99 during the erasure against without,
-measured in this run. Written against the admin API only, so the same file measures an
-earlier build (whose erase answered 200 with the receipt once done)."""
+One database holds 10⁶ messages: for each of ``--people`` members their 10,000 (in 20
+channels, 2,000 of them with their recorded frames) and 5,000 of other people's that name them
+(by display name and by mention), and everyone else's; each member's 500 memories with their
+ledger, and 20,000 observations. The API (`uvicorn app.main:app`) and the real worker run as
+processes, with the fakes in this one. First /webhook is driven for ``--baseline-s`` seconds
+at a steady ``--rate`` (reactions from other people, recorded and processed like any event)
+and its latency measured; then the members are erased one after another (`POST
+/users/{id}/erase`, followed to the end or ``--cap-s``) while the same load runs, so the window
+holds enough samples for a p99. Prints each erasure's duration, the rows one erasure touched
+per table (its receipt), and /webhook p50/p99 during the erasures against without, measured
+in this run. Written against the admin API only, so the same file measures an earlier build
+(whose erase answered 200 with the receipt once done, from inside the API)."""
 
 from __future__ import annotations
 
@@ -61,13 +62,11 @@ async def columns(conn: asyncpg.Connection, table: str) -> set[str]:
     return {row[0] for row in rows}
 
 
-async def seed(dsn: str, total: int) -> None:
+async def seed(dsn: str, total: int, people: int) -> None:
     """Everything in bulk SQL (generate_series), so a million rows take seconds."""
     conn = await asyncpg.connect(dsn)
     try:
-        mentions = "mention_ids" in await columns(conn, "messages")
-        extra = ", mention_ids" if mentions else ""
-        others = total - HERS - NAMING
+        others = total - people * (HERS + NAMING)
         await conn.execute(
             """
             INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, content,
@@ -82,44 +81,61 @@ async def seed(dsn: str, total: int) -> None:
             GUILD,
             OTHERS,
         )
-        await conn.execute(
-            """
-            INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, content,
-                                  created_at)
-            SELECT 20000000 + n, 100 + n % 20, $2, $3, 'Quokka Alice',
-                   'I said this myself, line ' || n, now() - make_interval(mins => n)
-            FROM generate_series(1, $1) AS n
-            """,
-            HERS,
-            GUILD,
-            HER,
-        )
-        await conn.execute(
-            f"""
-            INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, content,
-                                  created_at{extra})
-            SELECT 30000000 + n, 100 + n % 20, $2, 8000000 + n % $4, 'member ' || n % $4,
-                   'Quokka Alice said it first, ask <@' || ($3::bigint)::text || '> ' || n,
-                   now() - make_interval(mins => n){", ARRAY[$3::bigint]" if mentions else ""}
-            FROM generate_series(1, $1) AS n
-            """,
-            NAMING,
-            GUILD,
-            HER,
-            OTHERS,
-        )
-        await seed_memory(conn)
-        await seed_frames(conn)
+        for person in range(people):
+            await seed_person(conn, person)
         await conn.execute("ANALYZE")
     finally:
         await conn.close()
 
 
-async def seed_memory(conn: asyncpg.Connection) -> None:
+def person_id(person: int) -> int:
+    return HER + person
+
+
+async def seed_person(conn: asyncpg.Connection, person: int) -> None:
+    """One active member: their messages, others' messages naming them, memories with
+    their ledger, observations, recorded frames."""
+    mentions = "mention_ids" in await columns(conn, "messages")
+    extra = ", mention_ids" if mentions else ""
+    own, naming = 20000000 + person * HERS, 30000000 + person * NAMING
+    await conn.execute(
+        """
+        INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, content,
+                              created_at)
+        SELECT $4 + n, 100 + n % 20, $2, $3, 'Quokka ' || $5::text,
+               'I said this myself, line ' || n, now() - make_interval(mins => n)
+        FROM generate_series(1, $1) AS n
+        """,
+        HERS,
+        GUILD,
+        person_id(person),
+        own,
+        str(person),
+    )
+    await conn.execute(
+        f"""
+        INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, content,
+                              created_at{extra})
+        SELECT $5 + n, 100 + n % 20, $2, 8000000 + n % $4, 'member ' || n % $4,
+               'Quokka said it first, ask <@' || ($3::bigint)::text || '> ' || n,
+               now() - make_interval(mins => n){", ARRAY[$3::bigint]" if mentions else ""}
+        FROM generate_series(1, $1) AS n
+        """,
+        NAMING,
+        GUILD,
+        person_id(person),
+        OTHERS,
+        naming,
+    )
+    await seed_memory(conn, person_id(person), own)
+    await seed_frames(conn, person_id(person), own)
+
+
+async def seed_memory(conn: asyncpg.Connection, user_id: int, own: int) -> None:
     await conn.execute(
         "INSERT INTO memories (user_id, content) "
         "SELECT $1, 'a fact she told, number ' || n FROM generate_series(1, $2) AS n",
-        HER,
+        user_id,
         MEMORIES,
     )
     await conn.execute(
@@ -128,30 +144,31 @@ async def seed_memory(conn: asyncpg.Connection) -> None:
         SELECT id, user_id, 'extraction', 'add', 'seed', jsonb_build_object('content', content)
         FROM memories WHERE user_id = $1
         """,
-        HER,
+        user_id,
     )
     await conn.execute(
         "INSERT INTO observations (channel_id, user_id, kind, message_id, content) "
-        "SELECT 100 + n % 20, $1, 'message', 20000000 + n % $3, 'I said this myself' "
+        "SELECT 100 + n % 20, $1, 'message', $4 + n % $3, 'I said this myself' "
         "FROM generate_series(1, $2) AS n",
-        HER,
+        user_id,
         OBSERVATIONS,
         HERS,
+        own,
     )
 
 
-async def seed_frames(conn: asyncpg.Connection) -> None:
-    """Her newest messages' frames, as the webhook records them (with the identity columns
-    where this build has them)."""
+async def seed_frames(conn: asyncpg.Connection, user_id: int, own: int) -> None:
+    """Their newest messages' frames, as the webhook records them (with the identity
+    columns where this build has them)."""
     identity = {"author_id", "message_id"} <= await columns(conn, "inbox")
     extra = ", author_id, channel_id, message_id" if identity else ""
-    values = ", $1, 100 + n % 20, 20000000 + n" if identity else ""
+    values = ", $1, 100 + n % 20, $3 + n" if identity else ""
     await conn.execute(
         f"""
         INSERT INTO inbox (id, event_type, payload, handled_at{extra})
-        SELECT (20000000 + n)::text, 'MESSAGE_CREATE', jsonb_build_object(
+        SELECT ($3 + n)::text, 'MESSAGE_CREATE', jsonb_build_object(
                    'op', 0, 't', 'MESSAGE_CREATE', 'd', jsonb_build_object(
-                       'id', (20000000 + n)::text, 'channel_id', (100 + n % 20)::text,
+                       'id', ($3 + n)::text, 'channel_id', (100 + n % 20)::text,
                        'author', jsonb_build_object(
                            'id', ($1::bigint)::text, 'username', 'quokka_a'),
                        'content', 'I said this myself, line ' || n,
@@ -159,8 +176,9 @@ async def seed_frames(conn: asyncpg.Connection) -> None:
                now(){values}
         FROM generate_series(1, $2) AS n
         """,
-        HER,
+        user_id,
         FRAMES,
+        own,
     )
 
 
@@ -214,13 +232,15 @@ async def paced_load(api: str, rate: float, until: asyncio.Event, clients: int =
     return result
 
 
-async def erase(api: str, cap_s: float) -> tuple[float | None, dict[str, int] | None, str]:
-    """Start the erasure and follow it to the end: (seconds, receipt, how it ended)."""
+async def erase(
+    api: str, user_id: int, cap_s: float
+) -> tuple[float | None, dict[str, int] | None, str]:
+    """Start one erasure and follow it to the end: (seconds, receipt, how it ended)."""
     headers = {"Authorization": f"Bearer {ADMIN}"}
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=api, headers=headers, timeout=cap_s) as admin:
         try:
-            answer = await admin.post(f"/users/{HER}/erase")
+            answer = await admin.post(f"/users/{user_id}/erase")
         except httpx.HTTPError as exc:
             return None, None, f"the erase request failed: {type(exc).__name__}"
         if answer.status_code == 200:  # an earlier build: synchronous, in the API
@@ -239,14 +259,15 @@ async def erase(api: str, cap_s: float) -> tuple[float | None, dict[str, int] | 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--rate", type=float, default=150.0)
-    parser.add_argument("--baseline-s", type=float, default=20.0)
+    parser.add_argument("--rate", type=float, default=60.0)
+    parser.add_argument("--baseline-s", type=float, default=30.0)
     parser.add_argument("--cap-s", type=float, default=600.0)
+    parser.add_argument("--people", type=int, default=4, help="erased one after another")
     args = parser.parse_args()
 
     database_url = await fresh_database(DB)
     loaded = time.perf_counter()
-    await seed(asyncpg_dsn(DB), args.messages)
+    await seed(asyncpg_dsn(DB), args.messages, args.people)
     print(f"seeded {args.messages:,} messages in {time.perf_counter() - loaded:.1f} s")
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -294,22 +315,21 @@ async def run(api: str, args: argparse.Namespace) -> None:
     without = await paced_load(api, args.rate, stop)
     stop = asyncio.Event()
     load = asyncio.create_task(paced_load(api, args.rate, stop))
-    seconds, receipt, ended = await erase(api, args.cap_s)
+    erased = [await erase(api, person_id(p), args.cap_s) for p in range(args.people)]
     stop.set()
     during = await load
-    report(seconds, receipt, ended, without, during)
+    report(erased, without, during)
 
 
 def report(
-    seconds: float | None,
-    receipt: dict[str, int] | None,
-    ended: str,
-    without: Paced,
-    during: Paced,
+    erased: list[tuple[float | None, dict[str, int] | None, str]], without: Paced, during: Paced
 ) -> None:
-    took = f"{seconds:.1f} s" if seconds is not None else "—"
-    print(f"\nerasure: {ended}, {took}")
-    for table, count in sorted((receipt or {}).items()):
+    print(f"\n{len(erased)} erasures, one after another (each of the same profile):")
+    for seconds, _, ended in erased:
+        print(f"  {ended}, {seconds:.1f} s" if seconds is not None else f"  {ended}")
+    receipt = next((r for _, r, _ in erased if r), None) or {}
+    print("rows touched by one erasure:")
+    for table, count in sorted(receipt.items()):
         if isinstance(count, int) and count:
             print(f"  {table:<24} {count:>8,}")
     base, under = Summary(without.latencies), Summary(during.latencies)
