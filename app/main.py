@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.admin.auth import AdminGate
 from app.admin.channels import router as channels_router
 from app.admin.endpoints import router as admin_router
+from app.admin.errors import install as install_admin_errors
 from app.admin.inbox import router as inbox_admin_router
 from app.admin.people import router as people_router
 from app.channel.directory import rules_cache
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Companion bot", version="0.1.0", lifespan=lifespan)
     app.add_middleware(InFlight)
     app.router.routes.extend(inbound_routes)
+    install_admin_errors(app)
     app.include_router(admin_router)
     app.include_router(people_router)
     app.include_router(inbox_admin_router)

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from app.admin.endpoints import router
+from app.admin.errors import install as install_admin_errors
 from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
@@ -45,6 +46,7 @@ def admin_app(settings: Settings, sessions: SessionFactory, queue: JobQueue) -> 
     app.state.settings = settings
     app.state.sessions = sessions
     app.state.queue = queue
+    install_admin_errors(app)
     app.include_router(router)
     return app
 
@@ -409,3 +411,22 @@ async def test_nightly_run_with_redis_down_is_503_and_the_sweeper_resumes_it(
         run_id
     ]
     assert [(job, args) for job, args, _ in later.jobs] == [(JOB_NAME, (run_id, "plan"))]
+
+
+async def test_each_route_lists_the_errors_it_answers_with_their_bodies(
+    client: httpx.AsyncClient,
+) -> None:
+    document = (await client.get("/openapi.json")).json()
+    rollback = document["paths"]["/memory/rollback"]["post"]["responses"]
+    refs = {
+        code: body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+        for code, body in rollback.items()
+        if code in ("404", "409", "410")
+    }
+    assert refs == {
+        "404": "ErrorBody",
+        "409": "AlreadyRolledBackBody",
+        "410": "ContentRedactedBody",
+    }
+    nightly = document["paths"]["/nightly/run"]["post"]["responses"]
+    assert {"409", "503"} <= set(nightly)

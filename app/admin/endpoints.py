@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Path, Query, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Depends, Path, Query, status
 
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
+from app.admin.errors import (
+    DayAlreadyRan,
+    NotFound,
+    RunAlreadyRolledBack,
+    RunContentRedacted,
+    RunNotQueued,
+    responses,
+)
 from app.admin.schemas import (
     AUTH_ERRORS,
-    AlreadyRanBody,
-    AlreadyRolledBackBody,
-    ContentRedactedBody,
-    ErrorBody,
     NightlyRunBody,
     NightlyStartedBody,
-    NotQueuedBody,
     RollbackReport,
     RollbackRequest,
     RunSummary,
@@ -61,31 +63,26 @@ def _report(result: RollbackResult) -> RollbackReport:
 @router.post(
     "/memory/rollback",
     response_model=RollbackReport,
-    responses={
-        404: {"model": ErrorBody, "description": "no such run (or no run yet)"},
-        409: {"model": AlreadyRolledBackBody, "description": "the run is already rolled back"},
-        410: {
-            "model": ContentRedactedBody,
-            "description": "the run's ledger text was removed by LEDGER_CONTENT_DAYS: refused, "
-            "nothing changed",
-        },
-    },
+    responses=responses(
+        NotFound,
+        RunAlreadyRolledBack,
+        RunContentRedacted,
+        NotFound="no such run (or no run yet)",
+    ),
     summary="Undo a nightly run (the latest when no runId is given)",
 )
 async def rollback(
     sessions: Sessions, body: Annotated[RollbackRequest | None, Body()] = None
-) -> RollbackReport | JSONResponse:
+) -> RollbackReport:
     request = body or RollbackRequest()
     try:
         result = await rollback_run(sessions, request.run_id, dry_run=request.dry_run)
     except RunNotFound as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        raise NotFound(str(exc)) from None
     except AlreadyRolledBack as exc:
-        conflict = AlreadyRolledBackBody(run_id=exc.run_id)
-        return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+        raise RunAlreadyRolledBack(exc.run_id) from None
     except ContentRedacted as exc:
-        gone = ContentRedactedBody(run_id=exc.run_id)
-        return JSONResponse(gone.model_dump(by_alias=True), status.HTTP_410_GONE)
+        raise RunContentRedacted(exc.run_id) from None
     return _report(result)
 
 
@@ -93,23 +90,18 @@ async def rollback(
     "/nightly/run",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=NightlyStartedBody,
-    responses={
-        409: {"model": AlreadyRanBody, "description": "today already has a live run"},
-        503: {"model": NotQueuedBody, "description": "run created, queue unreachable"},
-    },
+    responses=responses(DayAlreadyRan, RunNotQueued),
     summary="Run the nightly consolidation now, over the 24 hours before the request",
 )
 async def run_nightly(
     sessions: Sessions, queue: Annotated[JobQueue, Depends(get_queue)]
-) -> NightlyStartedBody | JSONResponse:
+) -> NightlyStartedBody:
     outcome = await start_nightly_run(sessions, queue, now=utcnow())
     if isinstance(outcome, AlreadyRan):
-        conflict = AlreadyRanBody(run_id=outcome.run_id)
-        return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+        raise DayAlreadyRan(outcome.run_id)
     if not outcome.queued:
         # The run row exists and the sweeper will resume it; the job is not queued yet.
-        unqueued = NotQueuedBody(run_id=outcome.run_id)
-        return JSONResponse(unqueued.model_dump(by_alias=True), status.HTTP_503_SERVICE_UNAVAILABLE)
+        raise RunNotQueued(outcome.run_id)
     return NightlyStartedBody(run_id=outcome.run_id, day=outcome.day)
 
 
@@ -128,14 +120,14 @@ async def list_runs(
 @router.get(
     "/nightly/runs/{run_id}",
     response_model=NightlyRunBody,
-    responses={404: {"model": ErrorBody, "description": "no such run"}},
+    responses=responses(NotFound, NotFound="no such run"),
     summary="One nightly run with its summary",
 )
 async def get_run(sessions: Sessions, run_id: RunId) -> NightlyRunBody:
     async with sessions() as session:
         run = await runs.get(session, run_id)
         if run is None:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no nightly run {run_id}")
+            raise NotFound(f"no nightly run {run_id}")
         styles = await runs.style_of_runs(session, [run.id])
     return _run_body(run, styles.get(run.id))
 

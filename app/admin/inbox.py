@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Path, Query, status
 
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
+from app.admin.errors import EventNotDead, NotFound, responses
 from app.admin.schemas import (
     AUTH_ERRORS,
     DeadLetterBody,
     DeadLettersBody,
-    ErrorBody,
-    NotDeadBody,
     ReplayQueuedBody,
 )
 from app.db import SessionFactory, unit_of_work
@@ -57,22 +55,18 @@ async def list_dead(
     "/inbox/{event_id}/replay",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=ReplayQueuedBody,
-    responses={
-        404: {"model": ErrorBody, "description": "no such event"},
-        409: {"model": NotDeadBody, "description": "the event is not dead"},
-    },
+    responses=responses(NotFound, EventNotDead, NotFound="no such event"),
     summary="Run a dead letter once more, with a fresh set of attempts",
 )
 async def replay_dead(
     sessions: Sessions, queue: Annotated[JobQueue, Depends(get_queue)], event_id: EventId
-) -> ReplayQueuedBody | JSONResponse:
+) -> ReplayQueuedBody:
     async with unit_of_work(sessions) as session:
         outcome = await inbox.replay(session, event_id)
     if outcome is inbox.Replay.UNKNOWN:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such event")
+        raise NotFound("no such event")
     if outcome is inbox.Replay.NOT_DEAD:
-        conflict = NotDeadBody(event_id=event_id)
-        return JSONResponse(conflict.model_dump(by_alias=True), status.HTTP_409_CONFLICT)
+        raise EventNotDead(event_id)
     # After the commit: the job must find the event revived. A failed enqueue is only
     # logged; the event is due now, so the sweeper's next pass enqueues it.
     queued = await inbox.enqueue_events(queue, [event_id]) == 1

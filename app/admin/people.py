@@ -8,15 +8,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
+from fastapi import APIRouter, Depends, Path, Query, status
 
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
+from app.admin.errors import NotFound, responses
 from app.admin.schemas import (
     AUTH_ERRORS,
     ErasureBody,
     ErasureStartedBody,
-    ErrorBody,
     LedgerPage,
     LedgerRowBody,
     MemoryBody,
@@ -115,14 +115,14 @@ async def user_memory_log(
 @router.get(
     "/memories/{memory_id}",
     response_model=MemoryBody,
-    responses={404: {"model": ErrorBody, "description": "no such memory"}},
+    responses=responses(NotFound, NotFound="no such memory"),
     summary="One memory with its origin and sources (a logged read)",
 )
 async def one_memory(sessions: Sessions, memory_id: Snowflake) -> MemoryBody:
     async with unit_of_work(sessions) as session:
         found = await store.provenance(session, memory_id, Why(ADMIN, "inspect"))
     if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no memory {memory_id}")
+        raise NotFound(f"no memory {memory_id}")
     return _memory(found.record, found.sources)
 
 
@@ -145,7 +145,7 @@ async def erase(
 @router.get(
     "/erasures/{erasure_id}",
     response_model=ErasureBody,
-    responses={404: {"model": ErrorBody, "description": "no such erasure"}},
+    responses=responses(NotFound, NotFound="no such erasure"),
     summary="An erasure's status and, once done, its receipt",
 )
 async def erasure_status(
@@ -154,7 +154,7 @@ async def erasure_status(
     async with sessions() as session:
         found = await register.get(session, erasure_id)
     if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no erasure {erasure_id}")
+        raise NotFound(f"no erasure {erasure_id}")
     return ErasureBody(
         erasure_id=found.id,
         user_id=str(found.user_id),
