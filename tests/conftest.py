@@ -24,6 +24,40 @@ from app.models import Base
 from tests.support.stack import Stack, running_stack
 from tests.support.trust_env import World, trust_world
 
+# Fixtures that reach the real Postgres or Redis: a test using any of them is marked
+# `services`; the rest are pure and run in the fast lane (`make fast`).
+SERVICE_FIXTURES = {
+    "database_url",
+    "settings",
+    "engine",
+    "sessions",
+    "redis",
+    "world",
+    "stack",
+    "private",
+    "fault_settings",
+    "fault_sessions",
+}
+# Whole suites that start processes or servers of their own, or fuzz: `slow`.
+SLOW_PATHS = (
+    "faults/",
+    "browser/",
+    "test_fuzz_",
+    "test_dev_stack",
+    "test_behind_",
+    "test_startup_refusals",
+    "test_wait_for_schema",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.services)
+        if any(part in item.nodeid for part in SLOW_PATHS):
+            item.add_marker(pytest.mark.slow)
+
+
 PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
 PG_USER = os.environ.get("TEST_PG_USER", "postgres")
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
