@@ -15,10 +15,15 @@ from sqlalchemy.orm import aliased
 
 from app.channel.exchange import Line, Place
 from app.inbound.frames import MessageCreate, MessageUpdate
+from app.kit.relevance import Query, Ranking, SearchTable, ranked_ids
 from app.kit.sql import any_array, rewrite_matching
+from app.kit.tokens import tokenize
 from app.models.messages import Message
 
 CONTEXT_SIZE = 20
+# Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message.
+MESSAGES = SearchTable("messages", "created_at", "channel_id", "#")
+RANKING = Ranking(sample=1000, min_score=2.0, prior=0.5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,13 @@ def _plain(row: Message) -> LoggedMessage:
 # --- writes -----------------------------------------------------------------------------------
 
 
-async def log_message(session: AsyncSession, message: MessageCreate) -> bool:
-    """Append a message; True the first time, False when it is already logged."""
+async def log_message(
+    session: AsyncSession, message: MessageCreate, *, recallable: bool = True
+) -> bool:
+    """Append a message; True the first time, False when it is already logged.
+
+    ``recallable`` False (its author paused learning): older-conversation recall never
+    brings it back, nor the bot's reply to it."""
     result = await session.execute(
         insert(Message)
         .values(
@@ -77,6 +87,8 @@ async def log_message(session: AsyncSession, message: MessageCreate) -> bool:
             author_name=message.author_name,
             is_bot=message.author.bot,
             content=message.content,
+            search_tokens=tokenize(message.content),
+            recallable=recallable,
             reply_to_id=message.reply_to_id,
             created_at=message.timestamp,
         )
@@ -98,6 +110,8 @@ async def log_bot_message(
     reply_to_id: int | None,
     created_at: datetime,
 ) -> None:
+    """The bot's own message; recallable only as far as the message it answers is."""
+    answered = select(Message.recallable).where(Message.id == reply_to_id).scalar_subquery()
     await session.execute(
         insert(Message)
         .values(
@@ -108,6 +122,8 @@ async def log_bot_message(
             author_name=bot_name,
             is_bot=True,
             content=content,
+            search_tokens=tokenize(content),
+            recallable=func.coalesce(answered, True),
             reply_to_id=reply_to_id,
             created_at=created_at,
         )
@@ -122,7 +138,11 @@ async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -
     result = await session.execute(
         update(Message)
         .where(Message.id == edit.id, Message.deleted_at.is_(None))
-        .values(content=edit.content, edited_at=edit.edited_timestamp or at)
+        .values(
+            content=edit.content,
+            search_tokens=tokenize(edit.content),
+            edited_at=edit.edited_timestamp or at,
+        )
         .returning(Message.id)
     )
     return result.scalar_one_or_none() is not None
@@ -177,6 +197,40 @@ async def recent_messages(
         query = query.where(Message.id <= before_id)
     rows = await session.scalars(query.order_by(Message.created_at.desc()).limit(limit))
     return [_plain(row) for row in reversed(rows.all())]
+
+
+_OLDER = (
+    "deleted_at IS NULL AND recallable "
+    "AND (created_at, id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS bigint))"
+)
+
+
+async def older_relevant(
+    session: AsyncSession,
+    channel_id: int,
+    *,
+    before: LoggedMessage,
+    query: Query,
+    limit: int,
+    ranking: Ranking = RANKING,
+) -> list[LoggedMessage]:
+    """Up to ``limit`` live messages of this channel older than ``before`` (the oldest line
+    of the context) that bear on ``query``, oldest first. Never another channel's, never a
+    deleted one, never one written while its author paused learning (or the bot's reply)."""
+    if query.empty or limit <= 0:
+        return []
+    ranked = await ranked_ids(
+        session,
+        MESSAGES,
+        where=_OLDER,
+        bind={"before_at": before.created_at, "before_id": before.id},
+        scope_id=channel_id,
+        query=query,
+        ranking=ranking,
+        limit=limit,
+    )
+    found = await live_messages(session, [message_id for message_id, _ in ranked])
+    return [m for m in found if m.channel_id == channel_id]
 
 
 async def exchange_messages(
@@ -349,8 +403,9 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
     """Insert logged messages as given (an import); ones that exist by now are skipped."""
     if not rows:
         return 0
+    tokenized = [{**row, "search_tokens": tokenize(str(row["content"]))} for row in rows]
     statement = insert(Message).on_conflict_do_nothing().returning(Message.id)
-    return len((await session.execute(statement, list(rows))).all())
+    return len((await session.execute(statement, tokenized)).all())
 
 
 async def messages_by_author(session: AsyncSession, user_id: int) -> list[LoggedMessage]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sqlalchemy import Boolean, Index, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, Snowflake, Timestamp
@@ -22,9 +23,25 @@ class Message(Base):
     created_at: Mapped[Timestamp]
     edited_at: Mapped[Timestamp | None]
     deleted_at: Mapped[Timestamp | None]
+    # The text's tokens (app/kit/tokens.py), written with the text by the channel log; NULL
+    # until the log fills them in (a row written by hand, or its text changed without them).
+    search_tokens: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    # False for what its author wrote while learning about them was paused, and for the bot's
+    # reply to it: older-conversation recall never brings it back.
+    recallable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
 
     __table_args__ = (
         Index("ix_messages_channel_recent", "channel_id", text("created_at DESC")),
         Index("ix_messages_created_at", "created_at"),
         Index("ix_messages_author_id", "author_id"),
+        Index(
+            "ix_messages_search",
+            text("array_append(search_tokens, '#'::text || channel_id::text)"),
+            postgresql_using="gin",
+        ),
+        Index(
+            "ix_messages_tokens_missing",
+            "channel_id",
+            postgresql_where=text("search_tokens IS NULL"),
+        ),
     )
