@@ -15,7 +15,7 @@ def test_english_words_are_case_folded_and_punctuation_splits_them() -> None:
 
 
 def test_plurals_and_third_persons_meet_their_stems() -> None:
-    assert tokenize("cats likes berries") == ["cat", "like", "berry"]
+    assert tokenize("cats likes berries boxes watches") == ["cat", "like", "berry", "box", "watch"]
     # short words and -ss / -us / -is endings are left as they are
     assert tokenize("is was glass bus this") == ["is", "was", "glass", "bus", "this"]
 

@@ -23,7 +23,7 @@ from app.models.messages import Message
 CONTEXT_SIZE = 20
 # Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message.
 MESSAGES = SearchTable("messages", "created_at", "channel_id", "#")
-RANKING = Ranking(sample=1000, min_score=2.0, prior=0.5)
+RANKING = Ranking(sample=1000, min_telling=0.4, prior=0.5)
 
 
 @dataclass(frozen=True, slots=True)

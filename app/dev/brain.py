@@ -329,11 +329,15 @@ def reply(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
     return f"I hear you, {name}. Tell me what you like, and I'll remember it."
 
 
+_DATED = re.compile(r"^\[[^\]]*\]\s*")
+
+
 def remembered(system: Sequence[str]) -> list[str]:
-    """The notes in the reply prompt's memory block (``- note`` lines)."""
+    """The notes in the reply prompt's memory block (``- note`` or ``- [date] note`` lines)."""
     for block in system:
         if block.startswith("What you remember"):
-            return [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+            notes = [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+            return [_DATED.sub("", note) for note in notes]
     return []
 
 

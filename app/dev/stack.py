@@ -22,7 +22,7 @@ from arq.connections import RedisSettings
 from arq.worker import Worker, create_worker
 from starlette.types import ASGIApp
 
-from app.config import Settings
+from app.config import MemoryRecall, Settings
 from app.dev import models
 from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
 from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
@@ -323,6 +323,8 @@ def _settings(secrets: DevSecrets, world: World, **urls: str | None) -> Settings
     }
     if "PERSONA_PATH" not in os.environ and (REPO_ROOT / "persona.md").is_file():
         wiring["persona_path"] = str(REPO_ROOT / "persona.md")
+    if "MEMORY_RECALL" not in os.environ:  # shipped on, as in .env.example and compose
+        wiring["memory_recall"] = MemoryRecall.RELEVANT
     return Settings(_env_file=None, **wiring)
 
 

@@ -59,6 +59,10 @@ class Ranking:
     prior: float = 1.0  # weight of the recency prior, at most this much for a new row
     prior_days: float = 60.0  # the prior halves about every 0.7 × this many days
     min_score: float = 0.0  # rows scoring less are not relevant (0: keep every row)
+    # With a share above 0, a row is relevant only if it holds a query word at least this
+    # telling: weight × idf ≥ share × the idf of a word no candidate has. Scale-free, unlike
+    # a bare score floor (idf grows with the number of candidates).
+    min_telling: float = 0.0
     sample: int = 2000  # candidates the statistics are taken over (the newest)
     rare: float = 0.02  # a word in at most this share of the sample is probed for
     probe_terms: int = 12  # at most this many rare words probed beyond the sample
@@ -115,7 +119,10 @@ df AS (
     FROM q LEFT JOIN sample_hits h ON h.term = q.term GROUP BY q.term, q.weight
 ),
 weights AS (
-    SELECT term, df, weight * ln(1 + (n - df + 0.5) / (df + 0.5)) AS w FROM df, stats
+    SELECT term, df, weight * ln(1 + (n - df + 0.5) / (df + 0.5)) AS w,
+           weight * ln(1 + (n - df + 0.5) / (df + 0.5))
+               >= :min_telling * ln(1 + (n + 0.5) / 0.5) AS telling
+    FROM df, stats
 ),
 rare AS (
     SELECT term FROM weights, stats
@@ -140,7 +147,7 @@ candidates AS (
     UNION ALL SELECT id, at, cardinality(tokens) FROM extra
 ),
 bm25 AS (
-    SELECT h.id, sum(
+    SELECT h.id, bool_or(w.telling) AS telling, sum(
         w.w * h.tf * (:k1 + 1)
         / (h.tf + :k1 * (1 - :b + :b * c.dl / greatest(st.avgdl, 1)))
     ) AS score
@@ -150,7 +157,7 @@ bm25 AS (
 )
 SELECT c.id, coalesce(b.score, 0) AS relevance
 FROM candidates c LEFT JOIN bm25 b ON b.id = c.id
-WHERE coalesce(b.score, 0) >= :min_score
+WHERE coalesce(b.score, 0) >= :min_score AND (:min_telling <= 0 OR coalesce(b.telling, false))
 ORDER BY coalesce(b.score, 0)
          + :prior * exp(-greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days))
          DESC, c.at DESC, c.id DESC
@@ -243,6 +250,7 @@ def ranked_parameters(
         "prior": ranking.prior,
         "prior_days": ranking.prior_days,
         "min_score": ranking.min_score,
+        "min_telling": ranking.min_telling,
         "sample": ranking.sample,
         "rare": ranking.rare,
         "probe_terms": ranking.probe_terms,

@@ -9,7 +9,9 @@ Mixed text is handled run by run. Discord markup (mentions, channel
 links, custom emoji) is not words, and neither are emoji or punctuation.
 
 PostgreSQL's own parser treats `日本語のテスト` as one word; this is why the tokens are made
-here and stored beside the text (`search_tokens`), written by each table's owner."""
+here and stored beside the text (`search_tokens`), written by each table's owner. A change
+to what this returns needs a migration that sets `search_tokens` to NULL (the owners fill
+them in again, as for any row written without them) or back-fills them anew."""
 
 from __future__ import annotations
 
@@ -47,13 +49,16 @@ def _word_char(char: str) -> bool:
 
 def _fold(word: str) -> str:
     """English plurals and third persons meet their stems ("cats" → "cat", "likes" →
-    "like", "berries" → "berry"); short words, "-ss", "-us" and "-is" are left alone."""
+    "like", "berries" → "berry", "boxes" → "box"); short words, "-ss", "-us" and "-is"
+    are left alone."""
     if len(word) < 4 or not word.isascii() or not word.endswith("s"):
         return word
     if word.endswith(("ss", "us", "is")):
         return word
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
+    if word.endswith(("xes", "ches", "shes", "sses", "zzes")):
+        return word[:-2]
     return word[:-1]
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
 from app.config import RecallScope, Settings
+from app.kit.relevance import Query
 from app.memory.recall import recall_for_prompt, render_memory_block
 from app.structured.episodes import recent_episodes
 from app.structured.pins import pinned_facts
@@ -52,8 +53,11 @@ async def prompt_memory(
     speaker_id: int,
     names: Mapping[int, str],
     participant_ids: Sequence[int],
+    query: Query | None = None,
 ) -> PromptMemory:
-    """Read (and log, in the caller's transaction) what the reply prompt may remember.
+    """Read (and log, in the caller's transaction) what the reply prompt may remember:
+    each person's newest memories, or with ``query`` (MEMORY_RECALL=relevant) the most
+    relevant to it, dated.
 
     Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
     and the reply is written as it would be without the memory system. In a guild only what
@@ -68,8 +72,11 @@ async def prompt_memory(
         bot_user_id=settings.discord_bot_user_id,
     )
     pins = await pinned_facts(session, channel_id)
-    memories = await recall_for_prompt(session, user_ids=user_ids, place=place, actor="reply")
-    blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
+    memories = await recall_for_prompt(
+        session, user_ids=user_ids, place=place, actor="reply", query=query
+    )
+    block = render_memory_block(memories, names, dated=query is not None)
+    blocks = [b for b in (render_pins(pins), block) if b]
     episodes = [e.content for e in await recent_episodes(session, channel_id, SUMMARY_EPISODES)]
     return PromptMemory(
         channel_summary=render_summary(episodes),

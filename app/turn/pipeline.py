@@ -29,8 +29,10 @@ from app.inbound import steps
 from app.inbound.frames import MessageCreate
 from app.inbound.steps import Step
 from app.kit.clock import utcnow
+from app.kit.relevance import Query
 from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
+from app.memory.recall import recall_query
 from app.persona import load_persona
 from app.services import Services
 from app.structured import consolidation, observations
@@ -60,6 +62,7 @@ class Context:
     participant_ids: list[int]  # human authors in the history tail, newest first
     names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
+    query: Query | None = None  # what relevance recall ranks by (MEMORY_RECALL=relevant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +137,12 @@ async def log_message(
     services: Services, message: MessageCreate, event_id: str, *, observe: bool
 ) -> None:
     """Append to the channel log; a non-command message is also a MEM-01 observation,
-    unless its author paused learning (their words then never reach consolidation)."""
-    active = observe and services.settings.memory_active
+    unless its author paused learning (their words then never reach consolidation, nor
+    later prompts as older conversation)."""
     async with unit_of_work(services.sessions) as session:
-        await channel_log.log_message(session, message)
-        if active and await consent.paused_since(session, message.author.id) is not None:
-            active = False
+        paused = await consent.paused_since(session, message.author.id) is not None
+        await channel_log.log_message(session, message, recallable=not paused)
+        active = observe and services.settings.memory_active and not paused
         await observations.observe_message(session, message, event_id, active=active)
 
 
@@ -203,12 +206,19 @@ TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPL
 
 
 async def load_context(services: Services, message: MessageCreate, event_id: str) -> Context:
-    """The last 20 messages, the persona with the active style, and this turn's progress."""
+    """The last 20 messages, the persona with the active style, and this turn's progress;
+    with MEMORY_RECALL=relevant, also the query recall ranks by and, ahead of the 20, the
+    older messages of this channel that bear on the message (dated)."""
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session)
         done = await steps.done_many(session, event_id, TURN_STEPS)
-    conversation = [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
+    query = None
+    if services.settings.recall_relevant:
+        query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
+    older = await older_conversation(services, message.channel_id, recent, query)
+    conversation = [ChatLine(m.author_name, m.is_bot, m.content, m.created_at) for m in older]
+    conversation += [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
     persona = load_persona(services.settings.persona_path, style.content if style else None)
     humans = [m for m in reversed(recent) if not m.is_bot]
     return Context(
@@ -217,7 +227,26 @@ async def load_context(services: Services, message: MessageCreate, event_id: str
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
         names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
+        query=query,
     )
+
+
+async def older_conversation(
+    services: Services,
+    channel_id: int,
+    recent: list[channel_log.LoggedMessage],
+    query: Query | None,
+) -> list[channel_log.LoggedMessage]:
+    """Up to MEMORY_RECALL_MESSAGES messages of this channel from before the last 20 that
+    bear on the query, oldest first; none without relevance recall, or when the last 20
+    are all there is."""
+    limit = services.settings.memory_recall_messages
+    if query is None or limit == 0 or len(recent) < channel_log.CONTEXT_SIZE:
+        return []
+    async with unit_of_work(services.sessions) as session:  # it may fill in missing tokens
+        return await channel_log.older_relevant(
+            session, channel_id, before=recent[0], query=query, limit=limit
+        )
 
 
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
@@ -286,6 +315,7 @@ async def recall(
             speaker_id=message.author.id,
             names={**context.names, message.author.id: message.author_name},
             participant_ids=context.participant_ids,
+            query=context.query,
         )
 
 
