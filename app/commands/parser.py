@@ -1,7 +1,7 @@
 """Chat commands: parsed from plain text before anything else (pure).
 
-`!memory show|show all|why <id>|export|pause|resume|forget <id>|forget all` (also as
-`@bot memory …`), `!forgetme`, and the staff commands
+`!memory show|show all|why <id>|search <words>|export|pause|resume|forget <id>|forget all`
+(also as `@bot memory …`), `!forgetme`, and the staff commands
 `!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>`."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 MEMORY_USAGE = (
-    "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, `!memory export`, "
+    "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, "
+    "`!memory search <words>`, `!memory export`, "
     "`!memory pause`, `!memory resume`, `!memory forget <id>`, `!memory forget all`."
 )
 STAFF_USAGE = (
@@ -28,6 +29,11 @@ class MemoryShow:
 @dataclass(frozen=True, slots=True)
 class MemoryWhy:
     memory_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySearch:
+    words: str  # as written (the search tokenizes it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,7 @@ class Usage:
 MemoryCommand = (
     MemoryShow
     | MemoryWhy
+    | MemorySearch
     | MemoryExport
     | MemoryPause
     | MemoryResume
@@ -132,6 +139,10 @@ def _an_id(word: str) -> int | None:
 
 
 def _memory(rest: str) -> MemoryCommand | Usage:
+    head = rest.split(maxsplit=1)
+    if head and head[0].lower() == "search":
+        words = head[1].strip() if len(head) > 1 else ""
+        return MemorySearch(words) if words else Usage(MEMORY_USAGE)
     args = rest.split()
     match [a.lower() for a in args]:
         case ["show"]:
