@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from app.channel.exchange import DM, Place
 from app.db import SessionFactory, unit_of_work
-from app.kit.relevance import Query, Ranking, ranked_ids
+from app.kit.relevance import Query, Ranking, ranked
 from app.kit.tokens import tokenize
 from app.memory import store
 from app.memory.records import Why
@@ -173,9 +173,10 @@ async def test_a_rare_word_is_found_beyond_the_statistics_sample(sessions: Sessi
     small = Ranking(sample=20, probe_rows=5)
 
     async with unit_of_work(sessions) as session:
-        ranked = await ranked_ids(
+        found = await ranked(
             session,
             store.MEMORIES,
+            Memory,
             where="TRUE",
             bind={},
             scope_id=ALICE,
@@ -184,4 +185,5 @@ async def test_a_rare_word_is_found_beyond_the_statistics_sample(sessions: Sessi
             limit=3,
         )
 
-    assert ranked[0][0] == lost and ranked[0][1] > 0
+    (first, relevance), *_ = found
+    assert first.id == lost and relevance > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.channel.exchange import Exchange, Line
-from app.memory.recall import exchange_query, recall_query, render_memory_block
+from app.memory.recall import CONTEXT_WEIGHT, exchange_query, recall_query, render_memory_block
 from app.memory.records import MemoryRecord
 from app.turn.prompt import EARLIER_NOTE, ChatLine, assemble_prompt
 
@@ -17,18 +17,20 @@ def weights(query: object) -> dict[str, float]:
     return dict(zip(query.terms, query.weights, strict=True))  # type: ignore[attr-defined]
 
 
-def test_a_reply_ranks_by_the_message_and_half_of_the_last_three_lines() -> None:
+def test_a_reply_ranks_by_the_message_and_the_last_three_lines_at_lower_weight() -> None:
     query = recall_query("how is Miso?", ["too old", "cats", "and tuna", "she likes boxes"])
+    low = CONTEXT_WEIGHT
+    assert 0 < low < 1
     assert weights(query) == {
         "how": 1.0,
         "is": 1.0,
         "miso": 1.0,
-        "cat": 0.5,
-        "and": 0.5,
-        "tuna": 0.5,
-        "she": 0.5,
-        "like": 0.5,
-        "box": 0.5,
+        "cat": low,
+        "and": low,
+        "tuna": low,
+        "she": low,
+        "like": low,
+        "box": low,
     }
 
 
@@ -45,10 +47,10 @@ def test_the_write_path_ranks_by_the_speakers_lines_first() -> None:
     assert weights(exchange_query(exchange)) == {
         "my": 1.0,
         "golf": 1.0,
-        "bob": 0.5,
-        "talk": 0.5,
-        "nice": 0.5,
-        "cat": 0.5,
+        "bob": CONTEXT_WEIGHT,
+        "talk": CONTEXT_WEIGHT,
+        "nice": CONTEXT_WEIGHT,
+        "cat": CONTEXT_WEIGHT,
     }
 
 

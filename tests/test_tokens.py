@@ -23,13 +23,15 @@ def test_plurals_and_third_persons_meet_their_stems() -> None:
 def test_a_japanese_run_gives_its_characters_and_every_neighbouring_pair() -> None:
     assert tokenize("日本語のテスト") == [
         *("日", "日本", "本", "本語", "語", "語の"),
-        *("のテ", "テ", "テス", "ス", "スト", "ト"),
+        *("のテ", "テス", "スト"),
     ]
 
 
-def test_a_lone_hiragana_is_a_particle_not_a_token() -> None:
-    assert tokenize("は") == []
+def test_a_lone_kana_is_not_a_token() -> None:
+    # hiragana alone are particles, katakana alone pieces of loanwords
+    assert tokenize("は") == tokenize("ミ") == []
     assert tokenize("ねこ") == ["ねこ"]
+    assert tokenize("猫") == ["猫"]
 
 
 def test_a_one_character_word_is_found_inside_a_longer_run() -> None:
@@ -44,13 +46,13 @@ def test_mixed_text_is_tokenized_run_by_run() -> None:
 
 def test_hangul_and_katakana_runs_split_at_the_middle_dot() -> None:
     assert tokenize("김치") == ["김", "김치", "치"]
-    assert tokenize("ミソ・スープ") == ["ミ", "ミソ", "ソ", "ス", "スー", "ー", "ープ", "プ"]
+    assert tokenize("ミソ・スープ") == ["ミソ", "スー", "ープ"]
     assert tokenize("김치를") == ["김", "김치", "치", "치를", "를"]
 
 
 def test_width_variants_fold_to_one_form() -> None:
     assert tokenize("ＧＲＥＥＮ ｔｅａ") == tokenize("green tea")
-    assert tokenize("ﾐｿ") == tokenize("ミソ")
+    assert tokenize("ﾐｿ") == tokenize("ミソ") == ["ミソ"]
     assert tokenize("Straße") == tokenize("STRASSE")
 
 
@@ -68,8 +70,8 @@ def test_repeats_are_kept_as_term_frequency() -> None:
 @given(st.text())
 def test_any_text_tokenizes_to_tokens_that_carry_no_separator(text: str) -> None:
     for token in tokenize(text):
+        # search_keys joins scope and token with a space: no token may hold one
         assert token and not any(c.isspace() for c in token)
-        assert "@" not in token and "#" not in token  # the scope markers stay unique
 
 
 def test_a_query_keeps_each_token_once_at_its_strongest_weight() -> None:

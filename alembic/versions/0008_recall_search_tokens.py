@@ -5,8 +5,8 @@
 with every insert and text change and back-filled here in batches with the same tokenizer.
 A trigger clears them whenever the text changes without them (an erasure's rewrite, a
 hand-made UPDATE), so tokens never outlive their text; the owner fills cleared ones in
-before its next ranked read. GIN indexes keyed by scope (person, channel) serve the ranked
-reads. `messages.recallable` is false for a message its author wrote while learning about
+before its next ranked read. GIN indexes over `search_keys(scope, tokens)` (each token
+scoped by its person or channel) serve the ranked reads' probes. `messages.recallable` is false for a message its author wrote while learning about
 them was paused (and for the bot's reply to it): older-conversation recall never brings
 those back.
 
@@ -29,7 +29,15 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 BATCH = 5000
-TABLES = (("memories", "@", "user_id"), ("messages", "#", "channel_id"))
+TABLES = (("memories", "user_id"), ("messages", "channel_id"))
+
+# The GIN indexes' keys: each token scoped by its person or channel ("<id> <token>"), so a
+# probe for a word reads only that scope's rows with it, however common it is elsewhere.
+_SEARCH_KEYS = """
+CREATE FUNCTION search_keys(scope bigint, tokens text[]) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT ARRAY(SELECT DISTINCT scope::text || ' ' || t FROM unnest(tokens) AS t) $$
+"""
 
 _CLEAR_ON_TEXT_CHANGE = """
 CREATE FUNCTION search_tokens_follow_content() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -59,17 +67,18 @@ def backfill(connection: sa.Connection, table: str, batch: int = BATCH) -> int:
 
 
 def upgrade() -> None:
-    for table, _, _ in TABLES:
+    for table, _ in TABLES:
         op.add_column(table, sa.Column("search_tokens", postgresql.ARRAY(sa.Text()), nullable=True))
     op.add_column(
         "messages",
         sa.Column("recallable", sa.Boolean(), server_default=sa.text("true"), nullable=False),
     )
     if not context.is_offline_mode():  # offline, the owners fill them in on first read
-        for table, _, _ in TABLES:
+        for table, _ in TABLES:
             backfill(op.get_bind(), table)
     op.execute(_CLEAR_ON_TEXT_CHANGE)
-    for table, marker, scope in TABLES:
+    op.execute(_SEARCH_KEYS)
+    for table, scope in TABLES:
         op.execute(
             f"CREATE TRIGGER {table}_search_tokens BEFORE UPDATE OF content ON {table} "
             "FOR EACH ROW EXECUTE FUNCTION search_tokens_follow_content()"
@@ -77,7 +86,7 @@ def upgrade() -> None:
         op.create_index(
             f"ix_{table}_search",
             table,
-            [sa.text(f"array_append(search_tokens, '{marker}'::text || ({scope})::text)")],
+            [sa.text(f"search_keys({scope}, search_tokens)")],
             postgresql_using="gin",
         )
         op.create_index(
@@ -89,10 +98,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table, _, _ in TABLES:
+    for table, _ in TABLES:
         op.drop_index(f"ix_{table}_tokens_missing", table_name=table)
         op.drop_index(f"ix_{table}_search", table_name=table)
         op.execute(f"DROP TRIGGER {table}_search_tokens ON {table}")
         op.drop_column(table, "search_tokens")
     op.execute("DROP FUNCTION search_tokens_follow_content()")
+    op.execute("DROP FUNCTION search_keys(bigint, text[])")
     op.drop_column("messages", "recallable")

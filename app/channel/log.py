@@ -15,15 +15,16 @@ from sqlalchemy.orm import aliased
 
 from app.channel.exchange import Line, Place
 from app.inbound.frames import MessageCreate, MessageUpdate
-from app.kit.relevance import Query, Ranking, SearchTable, ranked_ids
+from app.kit.relevance import Query, Ranking, SearchTable, ranked
 from app.kit.sql import any_array, rewrite_matching
 from app.kit.tokens import tokenize
 from app.models.messages import Message
 
 CONTEXT_SIZE = 20
-# Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message.
-MESSAGES = SearchTable("messages", "created_at", "channel_id", "#")
-RANKING = Ranking(sample=1000, min_telling=0.4, prior=0.5)
+# Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message, a
+# telling word shared. Chosen on bench/recall.py's tuning half (`--tune`).
+MESSAGES = SearchTable("messages", "created_at", "channel_id")
+RANKING = Ranking(min_telling=0.4, prior=0.5, rare=0.01, idf_power=2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,9 +220,10 @@ async def older_relevant(
     deleted one, never one written while its author paused learning (or the bot's reply)."""
     if query.empty or limit <= 0:
         return []
-    ranked = await ranked_ids(
+    found = await ranked(
         session,
         MESSAGES,
+        Message,
         where=_OLDER,
         bind={"before_at": before.created_at, "before_id": before.id},
         scope_id=channel_id,
@@ -229,8 +231,7 @@ async def older_relevant(
         ranking=ranking,
         limit=limit,
     )
-    found = await live_messages(session, [message_id for message_id, _ in ranked])
-    return [m for m in found if m.channel_id == channel_id]
+    return sorted((_plain(row) for row, _ in found), key=lambda m: (m.created_at, m.id))
 
 
 async def exchange_messages(

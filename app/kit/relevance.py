@@ -8,9 +8,10 @@ nothing), plus a small recency prior; ties go to the newer row.
 The statistics come from the newest ``sample`` candidates, which are all of them for any
 profile or channel of ordinary size. A larger scope is still searched whole for its rare
 words: rows older than the sample that contain one of them join the candidates through the
-GIN index, which is keyed by scope (a marker token per person or channel) so that a word
-common elsewhere costs nothing here. Everything is bounded: the sample, the probed words and
-the rows each probe may bring."""
+GIN index, whose keys are scoped (`search_keys(scope, tokens)`: "<person or channel id>
+<token>"), so a probe reads only this scope's rows with that word, however common the word
+is elsewhere. Everything is bounded: the sample, the probed words and the rows each probe
+may bring."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ import json
 import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Boolean, Float, TextClause, column, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.tokens import tokenize
 
 MAX_QUERY_TERMS = 64
+Row = TypeVar("Row")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +59,24 @@ class Ranking:
 
     k1: float = 1.2  # term-frequency saturation (BM25)
     b: float = 0.75  # length normalisation (BM25)
+    # idf ** idf_power weighs each matched word: 1 is BM25; 2 also weighs the query's own
+    # words by rarity (as tf-idf's query vector does), so one rare word ("risotto") outweighs
+    # two middling ones ("want", "to").
+    idf_power: float = 1.0
     prior: float = 1.0  # weight of the recency prior, at most this much for a new row
     prior_days: float = 60.0  # the prior halves about every 0.7 × this many days
     min_score: float = 0.0  # rows scoring less are not relevant (0: keep every row)
-    # With a share above 0, a row is relevant only if it holds a query word at least this
-    # telling: weight × idf ≥ share × the idf of a word no candidate has. Scale-free, unlike
-    # a bare score floor (idf grows with the number of candidates).
+    # With a share above 0, a row is relevant only if it holds a telling query word: one in
+    # at most one candidate, or with weight × idf ≥ share × the idf of a word no candidate
+    # has. Scale-free, unlike a bare score floor (idf grows with the number of candidates).
+    # Among fewer than ``telling_from`` candidates, too few to say which words are common,
+    # any word of the message itself tells (not one only of the lines around it).
     min_telling: float = 0.0
-    sample: int = 2000  # candidates the statistics are taken over (the newest)
-    rare: float = 0.02  # a word in at most this share of the sample is probed for
-    probe_terms: int = 12  # at most this many rare words probed beyond the sample
-    probe_rows: int = 300  # rows each probe may bring
+    telling_from: int = 50
+    sample: int = 500  # candidates the statistics are taken over (the newest)
+    rare: float = 0.002  # a word in at most this share of the sample is probed for
+    probe_terms: int = 8  # at most this many rare words probed beyond the sample
+    probe_rows: int = 50  # rows each probe may bring
 
 
 DEFAULT_RANKING = Ranking()
@@ -74,23 +84,18 @@ DEFAULT_RANKING = Ranking()
 
 @dataclass(frozen=True, slots=True)
 class SearchTable:
-    """Where a ranked read runs: the table, its time column and its scope column; the
-    index expression it probes is ``search_keys(marker, scope)``."""
+    """Where a ranked read runs: the table, its time column and its scope column (the GIN
+    index over ``search_keys(<scope>, search_tokens)`` serves its probes)."""
 
     table: str
     at: str
     scope: str
-    marker: str  # the scope marker's prefix: "@" + user id, "#" + channel id
 
-
-def search_keys(marker: str, scope: str) -> str:
-    """The GIN index's expression: the tokens plus one marker naming the scope. Tokens never
-    hold ``@`` or ``#``, so the marker cannot collide with a word."""
-    return f"array_append(search_tokens, '{marker}'::text || ({scope})::text)"
-
-
-def scope_marker(table: SearchTable, scope_id: int) -> str:
-    return f"{table.marker}{scope_id}"
+    @property
+    def keys(self) -> str:
+        """The GIN index's expression (the SQL function migration 0008 defines): each token
+        as "<scope id> <token>". A token never holds a space, so no two keys collide."""
+        return f"search_keys({self.scope}, search_tokens)"
 
 
 _RANKED = """
@@ -119,10 +124,12 @@ df AS (
     FROM q LEFT JOIN sample_hits h ON h.term = q.term GROUP BY q.term, q.weight
 ),
 weights AS (
-    SELECT term, df, weight * ln(1 + (n - df + 0.5) / (df + 0.5)) AS w,
-           weight * ln(1 + (n - df + 0.5) / (df + 0.5))
-               >= :min_telling * ln(1 + (n + 0.5) / 0.5) AS telling
-    FROM df, stats
+    SELECT term, df, weight * power(idf, :idf_power) AS w,
+           CASE WHEN n < :telling_from THEN weight >= 1
+                ELSE df <= 1 OR weight * idf >= :min_telling * ln(1 + (n + 0.5) / 0.5)
+           END AS telling
+    FROM (SELECT term, df, weight, n, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
+          FROM df, stats) AS weighed
 ),
 rare AS (
     SELECT term FROM weights, stats
@@ -131,9 +138,14 @@ rare AS (
 extra AS MATERIALIZED (
     SELECT DISTINCT m.id, m.at, m.tokens
     FROM rare r CROSS JOIN oldest o CROSS JOIN LATERAL (
-        SELECT id, {at} AS at, search_tokens AS tokens FROM {table}
-        WHERE {keys} @> ARRAY[CAST(:marker AS text), r.term]
-          AND {where} AND ({at}, id) < (o.at, o.id)
+        -- OFFSET 0 keeps the probe on the scoped GIN index alone: combined with a time
+        -- index it would read every row of the scope's window.
+        SELECT id, {at} AS at, search_tokens AS tokens
+        FROM (
+            SELECT * FROM {table}
+            WHERE {keys} @> ARRAY[CAST(:scope_id AS text) || ' ' || r.term] OFFSET 0
+        ) AS {table}
+        WHERE {where} AND ({at}, id) < (o.at, o.id)
         LIMIT :probe_rows
     ) AS m
 ),
@@ -155,8 +167,10 @@ bm25 AS (
     JOIN weights w ON w.term = h.term JOIN candidates c ON c.id = h.id CROSS JOIN stats st
     GROUP BY h.id
 )
-SELECT c.id, coalesce(b.score, 0) AS relevance
-FROM candidates c LEFT JOIN bm25 b ON b.id = c.id
+SELECT {table}.*, coalesce(b.score, 0) AS relevance,
+       EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
+           AS tokens_missing
+FROM candidates c LEFT JOIN bm25 b ON b.id = c.id JOIN {table} ON {table}.id = c.id
 WHERE coalesce(b.score, 0) >= :min_score AND (:min_telling <= 0 OR coalesce(b.telling, false))
 ORDER BY coalesce(b.score, 0)
          + :prior * exp(-greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days))
@@ -166,19 +180,22 @@ LIMIT :limit
 
 
 def ranked_statement(table: SearchTable, where: str) -> TextClause:
-    """The ranked read over ``table`` for one scope: (id, relevance) rows, best first.
+    """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
+    and whether any row of the scope lacks its tokens, best first.
 
     ``where`` narrows the candidates (visibility, deletions, the window); its own bind
     parameters go with the call, together with ``ranked_parameters``."""
-    keys = search_keys(table.marker, table.scope)
     return text(
-        _RANKED.format(table=table.table, at=table.at, scope=table.scope, keys=keys, where=where)
+        _RANKED.format(
+            table=table.table, at=table.at, scope=table.scope, keys=table.keys, where=where
+        )
     )
 
 
-async def ranked_ids(
+async def ranked(
     session: AsyncSession,
     table: SearchTable,
+    model: type[Row],
     *,
     where: str,
     bind: dict[str, object],
@@ -186,14 +203,26 @@ async def ranked_ids(
     query: Query,
     ranking: Ranking,
     limit: int,
-) -> list[tuple[int, float]]:
-    """(id, relevance) of the best ``limit`` rows of one scope, best first. The scope's rows
-    that lack their tokens get them first, so nothing written by hand is missed."""
-    await fill_missing(session, table, scope_id)
-    statement = ranked_statement(table, where)
+) -> list[tuple[Row, float]]:
+    """The best ``limit`` rows of one scope as ``model`` objects with their relevance, best
+    first. Rows of the scope that lack their tokens get them, and the read runs again, so
+    nothing written by hand is missed (one statement when it finds something and nothing
+    lacks them)."""
+    # A prepared statement switches to a generic plan after five runs; planned without its
+    # scope, terms and limits this one is a hundred times slower. Custom plans, always.
+    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    statement = (
+        select(model, column("relevance", Float), column("tokens_missing", Boolean))
+        .from_statement(ranked_statement(table, where))
+        .execution_options(populate_existing=True)
+    )
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
-    rows = await session.execute(statement, parameters)
-    return [(int(row_id), float(relevance)) for row_id, relevance in rows.tuples()]
+    rows = (await session.execute(statement, parameters)).all()
+    # The statement says whether the scope lacks tokens; with no row to say it, ask.
+    lacking = rows[0].tokens_missing if rows else True
+    if lacking and await fill_missing(session, table, scope_id):
+        rows = (await session.execute(statement, parameters)).all()
+    return [(row[0], float(row.relevance)) for row in rows]
 
 
 _DOCUMENT_FREQUENCIES = """
@@ -243,14 +272,15 @@ def ranked_parameters(
         "terms": list(query.terms),
         "weights": list(query.weights),
         "scope_id": scope_id,
-        "marker": scope_marker(table, scope_id),
         "limit": limit,
         "k1": ranking.k1,
+        "idf_power": ranking.idf_power,
         "b": ranking.b,
         "prior": ranking.prior,
         "prior_days": ranking.prior_days,
         "min_score": ranking.min_score,
         "min_telling": ranking.min_telling,
+        "telling_from": ranking.telling_from,
         "sample": ranking.sample,
         "rare": ranking.rare,
         "probe_terms": ranking.probe_terms,

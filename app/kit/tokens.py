@@ -3,8 +3,9 @@
 Text is NFKC-normalised and case-folded. Scripts written with spaces give words; runs of
 CJK characters (kanji, hiragana, katakana, Hangul), which have no spaces, give overlapping
 character bigrams and single characters, so a one- or two-character word (猫, 犬, 집) is
-found inside a longer run. A lone hiragana is not a token: those are particles and endings
-(は, が, の, を), which in a profile of English notes would otherwise pass for rare words.
+found inside a longer run. A lone kana is not a token: hiragana alone are particles and
+endings (は, が, の, を), katakana alone are pieces of loanwords, and either would otherwise
+pass for a rare word in a profile of English notes.
 Mixed text is handled run by run. Discord markup (mentions, channel
 links, custom emoji) is not words, and neither are emoji or punctuation.
 
@@ -62,15 +63,17 @@ def _fold(word: str) -> str:
     return word[:-1]
 
 
-def _hiragana(char: str) -> bool:
-    return 0x3041 <= ord(char) <= 0x309F
+def is_kana(char: str) -> bool:
+    """Hiragana or katakana (the prolonged-sound mark ー included)."""
+    code = ord(char)
+    return 0x3041 <= code <= 0x30FF or 0x31F0 <= code <= 0x31FF
 
 
 def _cjk_tokens(run: str) -> list[str]:
-    """Every character but a hiragana, and every overlapping pair of neighbours."""
+    """Every character but a kana, and every overlapping pair of neighbours."""
     found: list[str] = []
     for i, char in enumerate(run):
-        if not _hiragana(char):
+        if not is_kana(char):
             found.append(char)
         if i + 1 < len(run):
             found.append(run[i : i + 2])

@@ -18,21 +18,23 @@ from app.memory import store
 from app.memory.records import MemoryRecord, Why
 
 # The query: the message itself counts fully, the few lines before it (what "it" refers to)
-# at half weight. bench/recall.py tuned the weight on its tuning half.
+# at a quarter. bench/recall.py chose the weight on its tuning half.
 CONTEXT_LINES = 3
-CONTEXT_WEIGHT = 0.5
+CONTEXT_WEIGHT = 0.25
 
 
-def recall_query(message: str, earlier: Sequence[str]) -> Query:
+def recall_query(
+    message: str, earlier: Sequence[str], *, context_weight: float = CONTEXT_WEIGHT
+) -> Query:
     """Pure: what a reply's recall ranks by — ``message``, and the last few ``earlier``
-    lines of the conversation (oldest first) before it."""
+    lines of the conversation (oldest first) before it, at ``context_weight``."""
     last = earlier[max(0, len(earlier) - CONTEXT_LINES) :]
-    return Query.of([(message, 1.0), *((text, CONTEXT_WEIGHT) for text in last)])
+    return Query.of([(message, 1.0), *((text, context_weight) for text in last)])
 
 
 def exchange_query(exchange: Exchange) -> Query:
     """Pure: what the write path's read ranks by — the speaker's own lines fully, the other
-    lines of the exchange (the bot's reply, other people) at half weight."""
+    lines of the exchange (the bot's reply, other people) at CONTEXT_WEIGHT."""
 
     def weight(line: Line) -> float:
         own = line.author_id == exchange.speaker_id and not line.is_bot

@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 
 from app.channel.exchange import Place
 from app.kit.locks import lock_key
-from app.kit.relevance import Query, Ranking, SearchTable, ranked_ids, term_weights
+from app.kit.relevance import Query, Ranking, SearchTable, ranked, term_weights
 from app.kit.sql import any_array, bump_identity
 from app.kit.tokens import tokenize
 from app.memory.duplicates import Duplicate, find_duplicate
@@ -63,8 +63,9 @@ LOCK_NAMESPACE = "memory-user"
 RECENT_LIMIT = 10
 SEARCH_LIMIT = 10
 # The ranked reads (MEMORY_RECALL=relevant, `!memory search`, the near-duplicate check).
-MEMORIES = SearchTable("memories", "updated_at", "user_id", "@")
-RANKING = Ranking()
+MEMORIES = SearchTable("memories", "updated_at", "user_id")
+# Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior.
+RANKING = Ranking(idf_power=2.0)
 MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with the query
 DUPLICATE_CANDIDATES = 5
 UNDOABLE = ("add", "update", "delete")
@@ -222,9 +223,10 @@ async def _ranked(
 ) -> list[MemoryRecord]:
     """The best ``limit`` memories for ``query`` among those that may surface in ``place``,
     best first (not logged: the callers log what they hand out)."""
-    ranked = await ranked_ids(
+    found = await ranked(
         session,
         MEMORIES,
+        Memory,
         where=_visible_sql(session, place),
         bind={},
         scope_id=user_id,
@@ -232,9 +234,7 @@ async def _ranked(
         ranking=ranking,
         limit=limit,
     )
-    ids = [memory_id for memory_id, _ in ranked]
-    rows = {row.id: _record(row) for row in await session.scalars(_fresh(Memory.id.in_(ids)))}
-    return [rows[i] for i in ids if i in rows]
+    return [_record(row) for row, _ in found]
 
 
 async def relevant(
@@ -245,15 +245,17 @@ async def relevant(
     query: Query,
     place: Place | None = None,
     limit: int = RECENT_LIMIT,
+    ranking: Ranking = RANKING,
 ) -> list[MemoryRecord]:
     """Up to ``limit`` of the person's memories that may surface in ``place``, chosen by
     relevance to ``query`` (newer first among equals; the newest when nothing is relevant)
     and listed newest first like ``recent``, so a profile of ``limit`` or fewer reads the
-    same either way. One logged read."""
+    same either way. One logged read. (``ranking``: the shipped parameters; the benchmark
+    tries others on its tuning half.)"""
     if query.empty:
         return await recent(session, user_id, why, limit=limit, place=place)
     await lock_owners(session, [user_id])
-    chosen = await _ranked(session, user_id, query, place, limit)
+    chosen = await _ranked(session, user_id, query, place, limit, ranking)
     records = sorted(chosen, key=lambda r: (r.updated_at, r.id), reverse=True)
     await _log_read(session, why, user_id, records)
     return records
@@ -285,7 +287,12 @@ async def _duplicate_of(
         return None
     words = {*query.terms, *(t for _, text in candidates for t in tokenize(text))}
     weight = await term_weights(
-        session, MEMORIES, where=_visible_sql(session, place), scope_id=user_id, terms=words
+        session,
+        MEMORIES,
+        where=_visible_sql(session, place),
+        scope_id=user_id,
+        terms=words,
+        ranking=RANKING,
     )
     return find_duplicate(content, candidates, weight)
 

@@ -65,7 +65,7 @@ class Memory(Base):
         Index("ix_memories_updated_at", "updated_at"),
         Index(
             "ix_memories_search",
-            text("array_append(search_tokens, '@'::text || user_id::text)"),
+            text("search_keys(user_id, search_tokens)"),
             postgresql_using="gin",
         ),
         Index(

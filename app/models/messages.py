@@ -36,7 +36,7 @@ class Message(Base):
         Index("ix_messages_author_id", "author_id"),
         Index(
             "ix_messages_search",
-            text("array_append(search_tokens, '#'::text || channel_id::text)"),
+            text("search_keys(channel_id, search_tokens)"),
             postgresql_using="gin",
         ),
         Index(
