@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import math
 import os
 import random
@@ -456,6 +457,7 @@ async def scale(args: argparse.Namespace) -> None:
         f"\n3. scale ({args.rows:,} rows per table; {args.reads} reads each, "
         f"after {args.warmup} warm-up)"
     )
+    print("   load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     reuse = args.reuse_scale and await _loaded(DB + "_scale", args.rows)
     url = database_url(DB + "_scale") if reuse else await fresh_database(DB + "_scale")
     conn = await asyncpg.connect(asyncpg_dsn(DB + "_scale"))
@@ -482,7 +484,7 @@ async def scale(args: argparse.Namespace) -> None:
         for name, _, _ in reads(before):
             seed_s, ours = Summary(samples[(name, "recent")]), Summary(samples[(name, "relevant")])
             against(name, ("recent", seed_s), ("relevant", ours))
-        await explain(sessions, before, rng)
+        await explain(sessions, before, rng, max(10, args.reads // 5))
         await write_cost(sessions, rng, args)
     finally:
         await engine.dispose()
@@ -490,11 +492,11 @@ async def scale(args: argparse.Namespace) -> None:
 
 
 async def explain(
-    sessions: SessionFactory, before: channel_log.LoggedMessage, rng: random.Random
+    sessions: SessionFactory, before: channel_log.LoggedMessage, rng: random.Random, count: int
 ) -> None:
-    """Postgres's own time for one ranked read of each kind, and whether the scoped GIN
-    index serves its probes."""
-    query = queries(rng, 1)[0]
+    """Postgres's own execution time of the ranked statements (EXPLAIN ANALYZE, without the
+    client, the loopback and the session's other statements), and whether the scoped GIN
+    index serves their probes."""
     plans = (
         (store.MEMORIES, "TRUE", {}, PERSON, store.RANKING, "ix_memories_search"),
         (
@@ -507,21 +509,17 @@ async def explain(
         ),
     )
     for table, where, bind, scope, ranking, index in plans:
-        statement = ranked_statement(table, where)
-        bind = ranked_parameters(table, scope, query, ranking, 10) | bind
-        async with sessions() as session:
-            lines = [
-                r[0]
-                for r in await session.execute(
-                    text("EXPLAIN (ANALYZE, BUFFERS) " + statement.text), bind
-                )
-            ]
-        total = next(line for line in lines if line.startswith("Execution Time"))
-        used = any(index in line for line in lines)
-        print(
-            f"   {table.table} ranked read in Postgres: {total}; "
-            f"{index} used: {'yes' if used else 'no probe needed'}"
-        )
+        statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + ranked_statement(table, where).text)
+        times, used = [], False
+        for query in queries(rng, count):
+            parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
+            async with sessions() as session:
+                plan = (await session.execute(statement, parameters)).scalar_one()
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            times.append(float(plan[0]["Execution Time"]) / 1000)
+            used = used or index in json.dumps(plan)
+        print(Summary(times).line(f"   {table.table} ranked statement in Postgres", 50))
+        print(f"     {index} serves its probes: {'yes' if used else 'no probe was needed'}")
 
 
 async def write_cost(

@@ -19,15 +19,17 @@ import json
 import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from sqlalchemy import Boolean, Float, TextClause, column, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import DeclarativeBase
 
 from app.kit.tokens import tokenize
 
 MAX_QUERY_TERMS = 64
-Row = TypeVar("Row")
+Row = TypeVar("Row", bound=DeclarativeBase)  # a table's mapped class
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ stats AS (
 ),
 oldest AS (SELECT at, id FROM sample ORDER BY at, id LIMIT 1),
 sample_hits AS MATERIALIZED (
-    SELECT s.id, x.t AS term, count(*)::float8 AS tf
+    SELECT s.id, x.t AS term, count(*)::float8 AS tf, max(cardinality(s.tokens)) AS dl
     FROM sample s CROSS JOIN LATERAL unnest(s.tokens) AS x(t) JOIN q ON q.term = x.t
     GROUP BY s.id, x.t
 ),
@@ -150,35 +152,40 @@ extra AS MATERIALIZED (
     ) AS m
 ),
 extra_hits AS (
-    SELECT e.id, x.t AS term, count(*)::float8 AS tf
+    SELECT e.id, x.t AS term, count(*)::float8 AS tf, max(cardinality(e.tokens)) AS dl
     FROM extra e CROSS JOIN LATERAL unnest(e.tokens) AS x(t) JOIN q ON q.term = x.t
     GROUP BY e.id, x.t
 ),
-candidates AS (
-    SELECT id, at, cardinality(tokens) AS dl FROM sample
-    UNION ALL SELECT id, at, cardinality(tokens) FROM extra
-),
+candidates AS (SELECT id, at FROM sample UNION ALL SELECT id, at FROM extra),
 bm25 AS (
     SELECT h.id, bool_or(w.telling) AS telling, sum(
         w.w * h.tf * (:k1 + 1)
-        / (h.tf + :k1 * (1 - :b + :b * c.dl / greatest(st.avgdl, 1)))
+        / (h.tf + :k1 * (1 - :b + :b * h.dl / greatest(st.avgdl, 1)))
     ) AS score
     FROM (SELECT * FROM sample_hits UNION ALL SELECT * FROM extra_hits) AS h
-    JOIN weights w ON w.term = h.term JOIN candidates c ON c.id = h.id CROSS JOIN stats st
+    JOIN weights w ON w.term = h.term CROSS JOIN stats st
     GROUP BY h.id
+),
+best AS (
+    SELECT c.id, c.at, coalesce(b.score, 0) AS relevance,
+           coalesce(b.score, 0)
+           + :prior * exp(-greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days))
+               AS rank
+    FROM candidates c LEFT JOIN bm25 b ON b.id = c.id
+    WHERE coalesce(b.score, 0) >= :min_score
+      AND (:min_telling <= 0 OR coalesce(b.telling, false))
+    ORDER BY rank DESC, c.at DESC, c.id DESC
+    LIMIT :limit
 )
-SELECT {table}.*, coalesce(b.score, 0) AS relevance,
+SELECT {table}.*, best.relevance,
        EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
            AS tokens_missing
-FROM candidates c LEFT JOIN bm25 b ON b.id = c.id JOIN {table} ON {table}.id = c.id
-WHERE coalesce(b.score, 0) >= :min_score AND (:min_telling <= 0 OR coalesce(b.telling, false))
-ORDER BY coalesce(b.score, 0)
-         + :prior * exp(-greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days))
-         DESC, c.at DESC, c.id DESC
-LIMIT :limit
+FROM best JOIN {table} ON {table}.id = best.id
+ORDER BY best.rank DESC, best.at DESC, best.id DESC
 """
 
 
+@lru_cache(maxsize=256)
 def ranked_statement(table: SearchTable, where: str) -> TextClause:
     """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
     and whether any row of the scope lacks its tokens, best first.
@@ -211,11 +218,7 @@ async def ranked(
     # A prepared statement switches to a generic plan after five runs; planned without its
     # scope, terms and limits this one is a hundred times slower. Custom plans, always.
     await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-    statement = (
-        select(model, column("relevance", Float), column("tokens_missing", Boolean))
-        .from_statement(ranked_statement(table, where))
-        .execution_options(populate_existing=True)
-    )
+    statement = _ranked_rows(table, model, where)
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
     rows = (await session.execute(statement, parameters)).all()
     # The statement says whether the scope lacks tokens; with no row to say it, ask.
@@ -263,6 +266,17 @@ async def term_weights(
     counts = dict((await session.execute(statement, bind)).tuples().all())
     n = counts.pop(None, 0.0)
     return lambda term: idf(n, counts.get(term, 0.0))
+
+
+@lru_cache(maxsize=256)
+def _ranked_rows(table: SearchTable, model: Any, where: str) -> Any:
+    """The ranked statement mapped onto ``model`` rows (built once: SQLAlchemy caches the
+    compiled form of a statement it sees again)."""
+    return (
+        select(model, column("relevance", Float), column("tokens_missing", Boolean))
+        .from_statement(ranked_statement(table, where))
+        .execution_options(populate_existing=True)
+    )
 
 
 def ranked_parameters(

@@ -12,6 +12,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from prometheus_client import Counter
@@ -32,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -64,8 +66,9 @@ RECENT_LIMIT = 10
 SEARCH_LIMIT = 10
 # The ranked reads (MEMORY_RECALL=relevant, `!memory search`, the near-duplicate check).
 MEMORIES = SearchTable("memories", "updated_at", "user_id")
-# Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior.
-RANKING = Ranking(idf_power=2.0)
+# Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior; the
+# sample and probes bound the cost for a profile of 10⁴ (bench/recall.py, "scale").
+RANKING = Ranking(idf_power=2.0, sample=300, probe_rows=25)
 MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with the query
 DUPLICATE_CANDIDATES = 5
 UNDOABLE = ("add", "update", "delete")
@@ -205,10 +208,14 @@ async def recent(
 
 def _visible_sql(session: AsyncSession, place: Place | None) -> str:
     """The same origin rule as ``_visible_in``, as SQL text for the ranked statement."""
+    return _compiled_visibility(place, session.get_bind().dialect)
+
+
+@lru_cache(maxsize=1024)
+def _compiled_visibility(place: Place | None, dialect: Dialect) -> str:
     clause = _visible_in(place)
     if clause is True:
         return "TRUE"
-    dialect = session.get_bind().dialect
     compiled = clause.compile(dialect=dialect, compile_kwargs={"literal_binds": True})
     return f"({compiled})"
 

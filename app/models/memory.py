@@ -67,6 +67,7 @@ class Memory(Base):
             "ix_memories_search",
             text("search_keys(user_id, search_tokens)"),
             postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
         ),
         Index(
             "ix_memories_tokens_missing",

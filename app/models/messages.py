@@ -38,6 +38,7 @@ class Message(Base):
             "ix_messages_search",
             text("search_keys(channel_id, search_tokens)"),
             postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
         ),
         Index(
             "ix_messages_tokens_missing",
