@@ -210,6 +210,24 @@ async def test_a_dm_memory_never_reaches_a_guild_prompt_however_relevant(
     assert "sore paw" in world.last_reply_prompt()
 
 
+async def test_while_paused_a_repeat_changes_nothing_and_what_is_kept_still_serves(
+    world: World, sessions: SessionFactory
+) -> None:
+    await thirty_nine_notes(sessions)
+    old = await add_memory(sessions, ALICE, CAT, age_days=40)
+    world.stack.model.responder = writer_says("Alice has a cat named Miso, a grey tabby.")
+    await world.tell(ALICE, "!memory pause", mention=False)
+
+    await world.tell(ALICE, "my cat Miso is a grey tabby, how is Miso?")
+
+    async with sessions() as session:
+        row = await session.get(Memory, old)
+    assert row is not None and row.content == CAT  # not updated, not merged into
+    assert row.updated_at < utcnow() - timedelta(days=39)
+    assert await count_memories(sessions, ALICE) == 40
+    assert f"{CAT}" in world.last_reply_prompt()  # still recalled for her reply
+
+
 # --- older conversation ------------------------------------------------------------------
 
 

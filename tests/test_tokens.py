@@ -3,11 +3,14 @@ NFKC and case folding, and nothing from emoji, punctuation or Discord markup."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.kit import tokens as tokens_module
 from app.kit.relevance import Query
-from app.kit.tokens import tokenize
+from app.kit.tokens import _fold, is_cjk, tokenize
 
 
 def test_english_words_are_case_folded_and_punctuation_splits_them() -> None:
@@ -84,3 +87,37 @@ def test_a_query_keeps_each_token_once_at_its_strongest_weight() -> None:
         "tuna": 0.5,
     }
     assert Query.of([("🎉", 1.0)]).empty
+
+
+def reference(text: str) -> list[str]:
+    """The tokenizer's definition, character by character (the module does it by regex)."""
+    folded = tokens_module._MARKUP.sub(" ", unicodedata.normalize("NFKC", text).casefold())
+    found: list[str] = []
+    run: list[str] = []
+    run_is_cjk = False
+    for char in [*folded, " "]:
+        cjk = is_cjk(char)
+        word = char.isalnum() or unicodedata.category(char).startswith("M")
+        if run and (not (cjk or word) or cjk != run_is_cjk):
+            joined = "".join(run)
+            found += tokens_module._cjk_tokens(joined) if run_is_cjk else [_fold(joined)]
+            run = []
+        if cjk or word:
+            run_is_cjk = cjk
+            run.append(char)
+    return found
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0xFFFF)))
+def test_the_tokenizer_does_what_its_definition_says(text: str) -> None:
+    assert tokenize(text) == reference(text)
+
+
+def test_the_definition_holds_on_every_script_at_hand() -> None:
+    for text in (
+        "Misoは猫🐱です! ＧＲＥＥＮ",
+        "हिन्दी भाषा",
+        "naïve café_x",
+        "김치를 ミソ・スープ 3匹",
+    ):
+        assert tokenize(text) == reference(text)

@@ -311,9 +311,11 @@ FILL_BATCH = 500
 
 
 def missing_tokens_statement(table: str, scope: str) -> TextClause:
+    """Rows of a scope that lack their tokens, locked in id order; rows another transaction
+    is filling in are skipped, never waited for (two readers never deadlock on them)."""
     return text(
         f"SELECT id, content FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL "
-        "ORDER BY id LIMIT :limit"
+        "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"
     )
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
+from functools import cache
 
 # <@123>, <@!123>, <@&123> (role), <#123> (channel), <:name:123> / <a:name:123>, <t:123:R>.
 _MARKUP = re.compile(r"<(?:[@#][!&]?\d+|a?:\w+:\d+|t:\d+(?::\w)?)>")
@@ -43,9 +45,24 @@ def is_cjk(char: str) -> bool:
     return any(low <= code <= high for low, high in _CJK_RANGES)
 
 
-def _word_char(char: str) -> bool:
-    # Letters and digits of any script, and the combining marks that belong to them.
-    return char.isalnum() or unicodedata.category(char).startswith("M")
+def _ranges(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
+
+
+@cache
+def _runs() -> re.Pattern[str]:
+    """A CJK run, or a word: letters and digits of any other script with the combining
+    marks that belong to them (those of the Basic Multilingual Plane)."""
+    cjk = _ranges(_CJK_RANGES)
+    marks, start = [], None
+    for code in range(0x10000):
+        mark = unicodedata.category(chr(code)).startswith("M") and not is_cjk(chr(code))
+        if mark and start is None:
+            start = code
+        elif not mark and start is not None:
+            marks.append((start, code - 1))
+            start = None
+    return re.compile(f"([{cjk}]+)|((?:[^\\W_{cjk}]|[{_ranges(marks)}])+)")
 
 
 def _fold(word: str) -> str:
@@ -84,25 +101,11 @@ def tokenize(text: str) -> list[str]:
     """The tokens of ``text`` in order, repeats kept (a repeat is a term frequency)."""
     folded = _MARKUP.sub(" ", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
-    run: list[str] = []
-    run_is_cjk = False
-
-    def flush() -> None:
-        if run:
-            word = "".join(run)
-            tokens.extend(_cjk_tokens(word) if run_is_cjk else [_fold(word)])
-            run.clear()
-
-    for char in folded:
-        cjk = is_cjk(char)
-        if cjk or _word_char(char):
-            if run and cjk != run_is_cjk:
-                flush()
-            run_is_cjk = cjk
-            run.append(char)
+    for cjk, word in _runs().findall(folded):
+        if cjk:
+            tokens += _cjk_tokens(cjk)
         else:
-            flush()
-    flush()
+            tokens.append(_fold(word))
     return tokens
 
 
