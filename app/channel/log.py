@@ -24,7 +24,7 @@ CONTEXT_SIZE = 20
 # Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message, a
 # telling word shared. Chosen on bench/recall.py's tuning half (`--tune`).
 MESSAGES = SearchTable("messages", "created_at", "channel_id")
-RANKING = Ranking(min_telling=0.4, prior=0.5, rare=0.01, idf_power=2.0, sample=300, probe_rows=25)
+RANKING = Ranking(min_telling=0.4, prior=0.5, rare=0.01, idf_power=2.0, sample=300, probe_rows=15)
 
 
 @dataclass(frozen=True, slots=True)

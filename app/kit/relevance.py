@@ -177,10 +177,14 @@ best AS (
     ORDER BY rank DESC, c.at DESC, c.id DESC
     LIMIT :limit
 )
-SELECT {table}.*, best.relevance,
-       EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
-           AS tokens_missing
-FROM best JOIN {table} ON {table}.id = best.id
+-- One row at least: with nothing relevant, the one row (all NULL but the flag) still says
+-- whether the scope lacks tokens.
+SELECT {table}.*, best.relevance, status.tokens_missing
+FROM (
+    SELECT EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
+        AS tokens_missing
+) AS status
+LEFT JOIN (best JOIN {table} ON {table}.id = best.id) ON true
 ORDER BY best.rank DESC, best.at DESC, best.id DESC
 """
 
@@ -188,7 +192,8 @@ ORDER BY best.rank DESC, best.at DESC, best.id DESC
 @lru_cache(maxsize=256)
 def ranked_statement(table: SearchTable, where: str) -> TextClause:
     """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
-    and whether any row of the scope lacks its tokens, best first.
+    and whether any row of the scope lacks its tokens, best first (one all-NULL row but the
+    flag when none is relevant).
 
     ``where`` narrows the candidates (visibility, deletions, the window); its own bind
     parameters go with the call, together with ``ranked_parameters``."""
@@ -213,19 +218,16 @@ async def ranked(
 ) -> list[tuple[Row, float]]:
     """The best ``limit`` rows of one scope as ``model`` objects with their relevance, best
     first. Rows of the scope that lack their tokens get them, and the read runs again, so
-    nothing written by hand is missed (one statement when it finds something and nothing
-    lacks them)."""
+    nothing written by hand is missed (one statement when nothing lacks them)."""
     # A prepared statement switches to a generic plan after five runs; planned without its
     # scope, terms and limits this one is a hundred times slower. Custom plans, always.
     await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
     statement = _ranked_rows(table, model, where)
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
     rows = (await session.execute(statement, parameters)).all()
-    # The statement says whether the scope lacks tokens; with no row to say it, ask.
-    lacking = rows[0].tokens_missing if rows else True
-    if lacking and await fill_missing(session, table, scope_id):
+    if rows[0].tokens_missing and await fill_missing(session, table, scope_id):
         rows = (await session.execute(statement, parameters)).all()
-    return [(row[0], float(row.relevance)) for row in rows]
+    return [(row[0], float(row.relevance)) for row in rows if row[0] is not None]
 
 
 _DOCUMENT_FREQUENCIES = """
