@@ -217,7 +217,9 @@ async def load_context(services: Services, message: MessageCreate, event_id: str
     if services.settings.recall_relevant:
         query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
     older = await older_conversation(services, message.channel_id, recent, query)
-    conversation = [ChatLine(m.author_name, m.is_bot, m.content, m.created_at) for m in older]
+    conversation = [
+        ChatLine(m.author_name, m.is_bot, m.content, said_at=m.created_at) for m in older
+    ]
     conversation += [ChatLine(m.author_name, m.is_bot, m.content) for m in recent]
     persona = load_persona(services.settings.persona_path, style.content if style else None)
     humans = [m for m in reversed(recent) if not m.is_bot]
