@@ -9,6 +9,7 @@ from typing import Annotated, Self
 from pydantic import (
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -38,6 +39,13 @@ class SandboxBackend(StrEnum):
 class RecallScope(StrEnum):
     SPEAKER = "speaker"
     PARTICIPANTS = "participants"
+
+
+class MemoryRecall(StrEnum):
+    """Which memories the reply prompt and the write path's read take (ten per person)."""
+
+    RECENT = "recent"  # seed 000: the ten most recently updated
+    RELEVANT = "relevant"  # the ten most relevant to the message, and older conversation
 
 
 class LearnFrom(StrEnum):
@@ -140,6 +148,9 @@ class Settings(BaseSettings):
 
     memory_enabled: bool = True
     memory_recall_scope: RecallScope = RecallScope.SPEAKER
+    memory_recall: MemoryRecall = MemoryRecall.RECENT
+    # With `relevant`: at most this many older messages of the channel (beyond the last 20).
+    memory_recall_messages: NonNegativeInt = 10
     memory_learn_from: LearnFrom = LearnFrom.EVERYONE
     memory_learn_addressed_days: PositiveInt = 30
     memory_retention_days: PositiveInt | None = None
@@ -261,6 +272,11 @@ class Settings(BaseSettings):
     def memory_active(self) -> bool:
         """MEM-10: memory runs only when enabled and a decision model is configured."""
         return self.memory_enabled and self.decision_model_configured
+
+    @property
+    def recall_relevant(self) -> bool:
+        """Relevance recall (memories ranked, older conversation), with memory on."""
+        return self.memory_active and self.memory_recall is MemoryRecall.RELEVANT
 
 
 class SettingsError(RuntimeError):

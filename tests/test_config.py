@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import secrets as secrets_module
+from pathlib import Path
+
 import pytest
 
-from app.config import SettingsError, load_settings
+from app.config import MemoryRecall, SettingsError, load_settings
+from app.dev.credentials import DevSecrets
+from app.dev.playground import World
+from app.dev.stack import _settings
 
 REQUIRED = {
     "DATABASE_URL": "postgresql+asyncpg://u@h/db",
@@ -23,6 +29,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
         "JEV_URL",
         "JEV_API_KEY",
         "ANTHROPIC_API_KEY",
+        "MEMORY_ENABLED",
+        "MEMORY_RECALL",
+        "MEMORY_RECALL_MESSAGES",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)  # no stray .env
@@ -181,3 +190,39 @@ def test_tasks_per_user_per_hour_defaults_to_ten_and_must_be_positive(
     with pytest.raises(SettingsError) as failure:
         load_settings()
     assert "TASKS_PER_USER_PER_HOUR" in str(failure.value)
+
+
+def test_recall_is_recent_by_default_and_relevant_only_with_memory_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {**REQUIRED, "ANTHROPIC_API_KEY": "k"}.items():
+        monkeypatch.setenv(name, value)
+    seed = load_settings()
+    assert (seed.memory_recall, seed.memory_recall_messages) == (MemoryRecall.RECENT, 10)
+    assert not seed.recall_relevant
+    monkeypatch.setenv("MEMORY_RECALL", "relevant")
+    monkeypatch.setenv("MEMORY_RECALL_MESSAGES", "0")
+    assert load_settings().recall_relevant and load_settings().memory_recall_messages == 0
+    monkeypatch.setenv("MEMORY_ENABLED", "false")
+    assert not load_settings().recall_relevant  # MEM-10: memory off is no recall at all
+    for name, bad in (("MEMORY_RECALL", "everything"), ("MEMORY_RECALL_MESSAGES", "-1")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(SettingsError, match=name):
+            load_settings()
+        monkeypatch.setenv(name, {"MEMORY_RECALL": "recent", "MEMORY_RECALL_MESSAGES": "10"}[name])
+
+
+def test_the_shipped_configurations_turn_relevance_recall_on() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert "\nMEMORY_RECALL=relevant\n" in (root / ".env.example").read_text()
+    assert "MEMORY_RECALL: ${MEMORY_RECALL:-relevant}" in (root / "docker-compose.yml").read_text()
+
+
+def test_the_local_stack_ships_relevance_recall_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secrets = DevSecrets(*(secrets_module.token_urlsafe(32) for _ in range(4)))
+    urls = {"database_url": REQUIRED["DATABASE_URL"], "redis_url": "redis://x/0"}
+    assert _settings(secrets, World(), **urls).memory_recall is MemoryRecall.RELEVANT
+    monkeypatch.setenv("MEMORY_RECALL", "recent")
+    assert _settings(secrets, World(), **urls).memory_recall is MemoryRecall.RECENT

@@ -128,6 +128,9 @@ async def test_the_same_trigger_run_concurrently_applies_once(env: MemoryEnv) ->
         )
     )
 
-    assert sorted(o.stopped or "" for o in outcomes) == ["", "already_applied"]
+    # The later run stops at the trigger's record, or (when it read the first run's memory)
+    # finds its text already there and drops the add as a duplicate: either way, once.
+    assert sorted(o.stopped or "" for o in outcomes) in (["", "already_applied"], ["", ""])
+    assert sum(len(o.added) for o in outcomes) == 1
     assert len(await all_memories(env.sessions)) == 1
     assert [r.action for r in await ledger_rows(env.sessions)].count("add") == 1

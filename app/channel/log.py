@@ -16,10 +16,16 @@ from sqlalchemy.orm import aliased
 from app.channel.exchange import Line, Place
 from app.discord.attachments import described, stored_names
 from app.inbound.frames import MessageCreate, MessageUpdate, mentions_in
+from app.kit.relevance import Query, Ranking, SearchTable, ranked
 from app.kit.sql import any_array, mention_pattern
+from app.kit.tokens import tokenize
 from app.models.messages import Message, MessageTombstone
 
 CONTEXT_SIZE = 20
+# Older-conversation recall (MEMORY_RECALL=relevant): only what bears on the message, a
+# telling word shared. Chosen on bench/recall.py's tuning half (`--tune`).
+MESSAGES = SearchTable("messages", "created_at", "channel_id")
+RANKING = Ranking(min_telling=0.4, prior=0.5, rare=0.01, idf_power=2.0, sample=300, probe_rows=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +80,13 @@ def _mentioned(message: MessageCreate) -> list[int]:
     return sorted({user.id for user in message.mentions} | mentions_in(message.content))
 
 
-async def log_message(session: AsyncSession, message: MessageCreate) -> LoggedMessage:
+async def log_message(
+    session: AsyncSession, message: MessageCreate, *, recallable: bool = True
+) -> LoggedMessage:
     """Append a message (once) and return it as logged: a delete or edit that arrived before
     it (a tombstone) is applied, so a deleted message is logged deleted and an edited one
-    with its newest text."""
+    with its newest text. ``recallable`` False (its author paused learning): older-
+    conversation recall never brings it back, nor the bot's reply to it."""
     tombstone = await session.get(MessageTombstone, message.id, populate_existing=True)
     content = message.content
     if tombstone is not None and tombstone.content is not None:
@@ -92,6 +101,8 @@ async def log_message(session: AsyncSession, message: MessageCreate) -> LoggedMe
             author_name=message.author_name,
             is_bot=message.author.bot,
             content=content,
+            search_tokens=tokenize(content),
+            recallable=recallable,
             reply_to_id=message.reply_to_id,
             mention_ids=sorted(set(_mentioned(message)) | mentions_in(content)),
             created_at=message.timestamp,
@@ -120,6 +131,8 @@ async def log_bot_message(
     reply_to_id: int | None,
     created_at: datetime,
 ) -> None:
+    """The bot's own message; recallable only as far as the message it answers is."""
+    answered = select(Message.recallable).where(Message.id == reply_to_id).scalar_subquery()
     await session.execute(
         insert(Message)
         .values(
@@ -130,6 +143,8 @@ async def log_bot_message(
             author_name=bot_name,
             is_bot=True,
             content=content,
+            search_tokens=tokenize(content),
+            recallable=func.coalesce(answered, True),
             reply_to_id=reply_to_id,
             mention_ids=sorted(mentions_in(content)),
             created_at=created_at,
@@ -151,6 +166,7 @@ async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -
             content=edit.content,
             edited_at=edited_at,
             mention_ids=sorted(mentions_in(edit.content)),
+            search_tokens=tokenize(edit.content),
         )
         .returning(Message.id)
     )
@@ -261,6 +277,40 @@ async def recent_messages(
         query = query.where(Message.id <= before_id)
     rows = await session.scalars(query.order_by(Message.created_at.desc()).limit(limit))
     return [_plain(row) for row in reversed(rows.all())]
+
+
+_OLDER = (
+    "deleted_at IS NULL AND recallable "
+    "AND (created_at, id) < (CAST(:before_at AS timestamptz), CAST(:before_id AS bigint))"
+)
+
+
+async def older_relevant(
+    session: AsyncSession,
+    channel_id: int,
+    *,
+    before: LoggedMessage,
+    query: Query,
+    limit: int,
+    ranking: Ranking = RANKING,
+) -> list[LoggedMessage]:
+    """Up to ``limit`` live messages of this channel older than ``before`` (the oldest line
+    of the context) that bear on ``query``, oldest first. Never another channel's, never a
+    deleted one, never one written while its author paused learning (or the bot's reply)."""
+    if query.empty or limit <= 0:
+        return []
+    found = await ranked(
+        session,
+        MESSAGES,
+        Message,
+        where=_OLDER,
+        bind={"before_at": before.created_at, "before_id": before.id},
+        scope_id=channel_id,
+        query=query,
+        ranking=ranking,
+        limit=limit,
+    )
+    return sorted((_plain(row) for row, _ in found), key=lambda m: (m.created_at, m.id))
 
 
 async def exchange_messages(
@@ -593,5 +643,6 @@ async def insert_many(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> 
     """Insert logged messages as given (an import); ones that exist by now are skipped."""
     if not rows:
         return 0
+    tokenized = [{**row, "search_tokens": tokenize(str(row["content"]))} for row in rows]
     statement = insert(Message).on_conflict_do_nothing().returning(Message.id)
-    return len((await session.execute(statement, list(rows))).all())
+    return len((await session.execute(statement, tokenized)).all())

@@ -14,6 +14,7 @@ from app.commands.parser import (
     MemoryForgetAll,
     MemoryPause,
     MemoryResume,
+    MemorySearch,
     MemoryShow,
     MemoryWhy,
     StaffCommand,
@@ -56,6 +57,8 @@ async def _run(services: Services, command: Command, message: MessageCreate) -> 
             await memory.memory_show(services, asker, everything=everything)
         case MemoryWhy(memory_id=memory_id):
             await memory.memory_why(services, asker, memory_id)
+        case MemorySearch(words=words):
+            await memory.memory_search(services, asker, words)
         case MemoryExport():
             await memory.memory_export(services, asker)
         case MemoryPause():

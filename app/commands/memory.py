@@ -1,5 +1,5 @@
 """`!memory …`: a person's own memories, and nobody else's — see them (show, show all, why,
-export), control learning (pause, resume), remove them (forget <id>, forget all).
+search, export), control learning (pause, resume), remove them (forget <id>, forget all).
 
 The dispatcher parses the command and calls one of these. Short answers go to the channel as
 a reply to the command; anything that shows a memory goes only by DM, and when the DM cannot
@@ -20,6 +20,7 @@ from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
 from app.kit.clock import utcnow
+from app.kit.relevance import Query
 from app.memory import consent, records, store
 from app.memory.records import Why
 from app.services import Services
@@ -36,6 +37,8 @@ DM_FAILED = (
 )
 DM_SENT = "I've sent you a DM with what I remember about you."
 WHY_SENT = "I've sent you a DM with where that memory came from."
+SEARCH_SENT = "I've sent you a DM with the memories that match."
+NOTHING_TO_SEARCH = "I couldn't find any words to search for in that. Try `!memory search <words>`."
 EXPORT_SENT = "I've sent you a DM with everything I keep about you, as a JSON file."
 FORGET_ALL_NONE = "I had no memories about you to forget."
 FORGET_ALL = "!memory forget all"
@@ -123,6 +126,20 @@ async def memory_why(services: Services, asker: Asker, memory_id: int) -> None:
         await _answer(services, asker, render.not_found(memory_id))
         return
     await _by_dm(services, asker, render.provenance(found, here=asker.guild_id), sent=WHY_SENT)
+
+
+async def memory_search(services: Services, asker: Asker, words: str) -> None:
+    """DM the asker their memories that match ``words``, best first, ranked as recall ranks
+    them (id, where it was learned, the first 80 characters). No model is asked; one logged
+    read. Words that hold nothing to search for get a clear answer and read nothing."""
+    query = Query.of([(words, 1.0)])
+    if query.empty:
+        await _answer(services, asker, NOTHING_TO_SEARCH)
+        return
+    async with unit_of_work(services.sessions) as session:
+        found = await store.search(session, asker.user_id, Why(ACTOR, "search"), query)
+    listing = render.search_results(found, words=words, here=asker.guild_id)
+    await _by_dm(services, asker, listing, sent=SEARCH_SENT)
 
 
 async def memory_export(services: Services, asker: Asker) -> None:

@@ -1,7 +1,7 @@
 """Chat commands: parsed from plain text before anything else (pure).
 
-`!memory show|show all|why <id>|export|pause|resume|forget <id>|forget all` (also as
-`@bot memory …`), `!forgetme`, and the staff commands
+`!memory show|show all|why <id>|search <words>|export|pause|resume|forget <id>|forget all`
+(also as `@bot memory …`), `!forgetme`, and the staff commands
 `!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>` and
 `!bot channel [mode <mention|free|off> | persona <text> | persona clear]`."""
 
@@ -14,7 +14,8 @@ from typing import Literal
 from app.channel.directory import Mode
 
 MEMORY_USAGE = (
-    "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, `!memory export`, "
+    "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, "
+    "`!memory search <words>`, `!memory export`, "
     "`!memory pause`, `!memory resume`, `!memory forget <id>`, `!memory forget all`."
 )
 STAFF_USAGE = (
@@ -33,6 +34,11 @@ class MemoryShow:
 @dataclass(frozen=True, slots=True)
 class MemoryWhy:
     memory_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySearch:
+    words: str  # as written (the search tokenizes it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +117,7 @@ class Usage:
 MemoryCommand = (
     MemoryShow
     | MemoryWhy
+    | MemorySearch
     | MemoryExport
     | MemoryPause
     | MemoryResume
@@ -160,6 +167,10 @@ def _an_id(word: str) -> int | None:
 
 
 def _memory(rest: str) -> MemoryCommand | Usage:
+    head = rest.split(maxsplit=1)
+    if head and head[0].lower() == "search":
+        words = head[1].strip() if len(head) > 1 else ""
+        return MemorySearch(words) if words else Usage(MEMORY_USAGE)
     args = rest.split()
     match [a.lower() for a in args]:
         case ["show"]:

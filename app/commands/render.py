@@ -72,7 +72,7 @@ def listing(
     )
     if not memories:
         return NO_MEMORIES + pause_line
-    lines = [f"`{m.id}` · {where(m.origin, here=here)} · {preview(m.content)}" for m in memories]
+    lines = [_line(m, here) for m in memories]
     more = total - len(memories)
     tail = f"\n…and {more} more: `!memory show all` lists every one." if more > 0 else ""
     heading = "Everything" if everything else "What"
@@ -84,6 +84,23 @@ def listing(
         + "\n\nWhere one came from: `!memory why <id>` · remove one: `!memory forget <id>` · "
         "everything: `!memory forget all`"
     )
+
+
+def search_results(memories: Sequence[MemoryRecord], *, words: str, here: int | None) -> str:
+    """The DM for `!memory search <words>`: the matches, best first."""
+    asked = preview(words)
+    if not memories:
+        return f"None of your memories match “{asked}”."
+    lines = [_line(m, here) for m in memories]
+    return (
+        f"Your memories that match “{asked}”, best first (id · where I learned it · the note):\n"
+        + "\n".join(lines)
+        + "\n\nWhere one came from: `!memory why <id>` · remove one: `!memory forget <id>`"
+    )
+
+
+def _line(memory: MemoryRecord, here: int | None) -> str:
+    return f"`{memory.id}` · {where(memory.origin, here=here)} · {preview(memory.content)}"
 
 
 def jump_link(source: SourceMessage) -> str:

@@ -494,11 +494,15 @@ def _answer(voice: Voice, name: str, said: str, notes: list[str]) -> str:
     return voice.heard.format(name=name)
 
 
+_DATED = re.compile(r"^\[[^\]]*\]\s*")
+
+
 def remembered(system: Sequence[str]) -> list[str]:
-    """The notes in the reply prompt's memory block (``- note`` lines)."""
+    """The notes in the reply prompt's memory block (``- note`` or ``- [date] note`` lines)."""
     for block in system:
         if block.startswith("What you remember"):
-            return [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+            notes = [line[2:].strip() for line in block.splitlines() if line.startswith("- ")]
+            return [_DATED.sub("", note) for note in notes]
     return []
 
 

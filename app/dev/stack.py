@@ -20,7 +20,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
-from app.config import Settings
+from app.config import MemoryRecall, Settings
 from app.dev import models
 from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
 from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
@@ -334,6 +334,8 @@ def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None)
     }
     if "PERSONA_PATH" not in os.environ and (REPO_ROOT / "persona.md").is_file():
         wiring["persona_path"] = str(REPO_ROOT / "persona.md")
+    if "MEMORY_RECALL" not in os.environ:  # shipped on, as in .env.example and compose
+        wiring["memory_recall"] = MemoryRecall.RELEVANT
     return Settings(_env_file=None, **wiring)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from collections import Counter as Tally
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from prometheus_client import Counter
@@ -31,12 +32,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from app.channel.exchange import Place
 from app.kit.locks import lock_key
+from app.kit.relevance import Query, Ranking, SearchTable, ranked, term_weights
 from app.kit.sql import any_array, bump_identity, mention_pattern
+from app.kit.tokens import tokenize
+from app.memory.duplicates import Duplicate, find_duplicate
 from app.memory.records import (
     REDACTED,
     Forgetting,
@@ -57,6 +62,14 @@ __all__ = ["ACTIONS", "ACTORS"]
 
 LOCK_NAMESPACE = "memory-user"
 RECENT_LIMIT = 10
+SEARCH_LIMIT = 10
+# The ranked reads (MEMORY_RECALL=relevant, `!memory search`, the near-duplicate check).
+MEMORIES = SearchTable("memories", "updated_at", "user_id")
+# Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior; the
+# sample and probes bound the cost for a profile of 10⁴ (bench/recall.py, "scale").
+RANKING = Ranking(idf_power=2.0, sample=300, probe_rows=25)
+MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with the query
+DUPLICATE_CANDIDATES = 5
 UNDOABLE = ("add", "update", "delete")
 
 MEMORY_CHANGES = Counter(
@@ -190,6 +203,104 @@ async def recent(
     records = [_record(row) for row in rows]
     await _log_read(session, why, user_id, records)
     return records
+
+
+def _visible_sql(session: AsyncSession, place: Place | None) -> str:
+    """The same origin rule as ``_visible_in``, as SQL text for the ranked statement."""
+    return _compiled_visibility(place, session.get_bind().dialect)
+
+
+@lru_cache(maxsize=1024)
+def _compiled_visibility(place: Place | None, dialect: Dialect) -> str:
+    clause = _visible_in(place)
+    if clause is True:
+        return "TRUE"
+    compiled = clause.compile(dialect=dialect, compile_kwargs={"literal_binds": True})
+    return f"({compiled})"
+
+
+async def _ranked(
+    session: AsyncSession,
+    user_id: int,
+    query: Query,
+    place: Place | None,
+    limit: int,
+    ranking: Ranking = RANKING,
+) -> list[MemoryRecord]:
+    """The best ``limit`` memories for ``query`` among those that may surface in ``place``,
+    best first (not logged: the callers log what they hand out)."""
+    found = await ranked(
+        session,
+        MEMORIES,
+        Memory,
+        where=_visible_sql(session, place),
+        bind={},
+        scope_id=user_id,
+        query=query,
+        ranking=ranking,
+        limit=limit,
+    )
+    return [_record(row) for row, _ in found]
+
+
+async def relevant(
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    *,
+    query: Query,
+    place: Place | None = None,
+    limit: int = RECENT_LIMIT,
+    ranking: Ranking = RANKING,
+) -> list[MemoryRecord]:
+    """Up to ``limit`` of the person's memories that may surface in ``place``, chosen by
+    relevance to ``query`` (newer first among equals; the newest when nothing is relevant)
+    and listed newest first like ``recent``, so a profile of ``limit`` or fewer reads the
+    same either way. One logged read. (``ranking``: the shipped parameters; the benchmark
+    tries others on its tuning half.)"""
+    if query.empty:
+        return await recent(session, user_id, why, limit=limit, place=place)
+    await lock_owners(session, [user_id])
+    chosen = await _ranked(session, user_id, query, place, limit, ranking)
+    records = sorted(chosen, key=lambda r: (r.updated_at, r.id), reverse=True)
+    await _log_read(session, why, user_id, records)
+    return records
+
+
+async def search(
+    session: AsyncSession, user_id: int, why: Why, query: Query, *, limit: int = SEARCH_LIMIT
+) -> list[MemoryRecord]:
+    """All of the person's memories (their own search, wherever they ask) that share a word
+    with ``query``, best first as ``relevant`` ranks them, at most ``limit``. One logged
+    read, even an empty one."""
+    await lock_owners(session, [user_id])
+    found = [] if query.empty else await _ranked(session, user_id, query, None, limit, MATCHES)
+    await _log_read(session, why, user_id, found)
+    return found
+
+
+async def _duplicate_of(
+    session: AsyncSession, user_id: int, content: str, place: Place | None, exclude: int | None
+) -> Duplicate | None:
+    """The memory visible in ``place`` that ``content`` repeats (app/memory/duplicates.py),
+    among the few that match it best; the owner's lock is held."""
+    query = Query.of([(content, 1.0)])
+    if query.empty:
+        return None
+    near = await _ranked(session, user_id, query, place, DUPLICATE_CANDIDATES + 1, MATCHES)
+    candidates = [(r.id, r.content) for r in near if r.id != exclude][:DUPLICATE_CANDIDATES]
+    if not candidates:
+        return None
+    words = {*query.terms, *(t for _, text in candidates for t in tokenize(text))}
+    weight = await term_weights(
+        session,
+        MEMORIES,
+        where=_visible_sql(session, place),
+        scope_id=user_id,
+        terms=words,
+        ranking=RANKING,
+    )
+    return find_duplicate(content, candidates, weight)
 
 
 async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:
@@ -390,7 +501,13 @@ async def add(
     origin = Origin.learned_in(learned_in)
     row = await session.scalar(
         insert(Memory)
-        .values(user_id=user_id, content=content, source=source, **_origin_values(origin))
+        .values(
+            user_id=user_id,
+            content=content,
+            source=source,
+            search_tokens=tokenize(content),
+            **_origin_values(origin),
+        )
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
@@ -443,7 +560,13 @@ async def rewrite(
     row = await session.scalar(
         update(Memory)
         .where(Memory.id == expected.id)
-        .values(content=content, updated_at=func.now(), reviewed_at=None, **_origin_values(origin))
+        .values(
+            content=content,
+            search_tokens=tokenize(content),
+            updated_at=func.now(),
+            reviewed_at=None,
+            **_origin_values(origin),
+        )
         .returning(Memory)
         .execution_options(populate_existing=True)
     )
@@ -452,6 +575,87 @@ async def rewrite(
     await _link_sources(session, record.id, sources, why.trigger)
     await _log(session, why, "update", record.user_id, record.id, encode(current), encode(record))
     return record
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What an add or a rewrite became after the near-duplicate check: ``record`` holds the
+    text now; ``duplicate`` names the existing memory that took it instead of a new row (or
+    of a copy), and ``folded`` is a rewritten memory deleted because it would repeat it."""
+
+    record: MemoryRecord
+    duplicate: Duplicate | None = None
+    folded: MemoryRecord | None = None
+
+
+async def add_distinct(
+    session: AsyncSession,
+    user_id: int,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
+) -> Written:
+    """``add``, unless a memory visible where it was learned already says the same: that one
+    is updated with the new text instead (or refreshed, when the new text adds nothing)."""
+    await lock_owners(session, [user_id])
+    duplicate = await _duplicate_of(session, user_id, content, learned_in, exclude=None)
+    if duplicate is None:
+        return Written(
+            await add(session, user_id, content, why, learned_in=learned_in, sources=sources)
+        )
+    reason = f"{why.reason}: {duplicate.reason()}, kept instead of adding"
+    merged = await _merge(
+        session, duplicate, content, replace(why, reason=reason), learned_in, sources
+    )
+    return Written(merged, duplicate)
+
+
+async def rewrite_distinct(
+    session: AsyncSession,
+    expected: MemoryRecord,
+    content: str,
+    why: Why,
+    *,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage] = (),
+) -> Written | None:
+    """``rewrite``, unless the new text repeats another memory visible there: that one takes
+    the text and this one, which would only copy it, is deleted. None when ``expected``
+    changed or went since it was read."""
+    current = await _locked_current(session, expected.id, expected.user_id)
+    if current is None or not unchanged(current, expected):
+        return None
+    duplicate = await _duplicate_of(session, current.user_id, content, learned_in, current.id)
+    if duplicate is None:
+        done = await rewrite(session, current, content, why, learned_in=learned_in, sources=sources)
+        return Written(done) if done is not None else None
+    kept = f"{why.reason}: {duplicate.reason()}, kept instead of rewriting {current.id}"
+    merged = await _merge(
+        session, duplicate, content, replace(why, reason=kept), learned_in, sources
+    )
+    folded = f"{why.reason}: folded into memory {duplicate.memory_id} ({duplicate.kind})"
+    await _delete(session, [current], replace(why, reason=folded), redact=False)
+    return Written(merged, duplicate, folded=current)
+
+
+async def _merge(
+    session: AsyncSession,
+    duplicate: Duplicate,
+    content: str,
+    why: Why,
+    learned_in: Place | None,
+    sources: Sequence[SourceMessage],
+) -> MemoryRecord:
+    """The existing memory takes the new text (keeps its own when the new one adds nothing,
+    and is refreshed): one logged update, its sources joined by the new ones."""
+    current = await _locked_current(session, duplicate.memory_id)
+    assert current is not None  # found under the owner's lock, which is still held
+    text = current.content if duplicate.kind.adds_nothing else content
+    done = await rewrite(session, current, text, why, learned_in=learned_in, sources=sources)
+    assert done is not None
+    return done
 
 
 async def delete_one(
@@ -820,7 +1024,10 @@ async def rollback_restore(
 ) -> None:
     """Undo an update: the before content (and its updated_at) back."""
     # The older text comes back under the current origin: a rollback never widens it.
-    values: dict[str, Any] = {"content": restored.content}
+    values: dict[str, Any] = {
+        "content": restored.content,
+        "search_tokens": tokenize(restored.content),
+    }
     if restored.updated_at is not None:
         values["updated_at"] = restored.updated_at
     await session.execute(update(Memory).where(Memory.id == current.id).values(values))
@@ -836,6 +1043,7 @@ async def rollback_reinsert(session: AsyncSession, restored: MemoryRecord, why: 
         "id": restored.id,
         "user_id": restored.user_id,
         "content": restored.content,
+        "search_tokens": tokenize(restored.content),
         "source": restored.source,
         **_origin_values(restored.origin),
     }
@@ -893,8 +1101,9 @@ async def insert_imported(
     ones that exist by now are skipped); how many of each went in."""
     added = 0
     if memories:
+        rows = [{**m, "search_tokens": tokenize(str(m["content"]))} for m in memories]
         statement = pg_insert(Memory).on_conflict_do_nothing().returning(Memory.id)
-        added = len((await session.execute(statement, list(memories))).all())
+        added = len((await session.execute(statement, rows)).all())
     logged = 0
     if ledger_rows:
         statement = insert(MemoryLog).returning(MemoryLog.id)

@@ -11,7 +11,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from app.channel.exchange import Exchange
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.channel.exchange import Exchange, Place
 from app.chat.base import ChatFailed, Purpose
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
@@ -26,6 +28,7 @@ from app.memory.prompts import (
     writer_request,
     writer_system,
 )
+from app.memory.recall import exchange_query
 from app.memory.records import MemoryRecord, SourceMessage, Why
 from app.privacy import register
 from app.services import Services
@@ -89,12 +92,13 @@ async def run_write_path(
     if worth < YES_THRESHOLD:
         return WriteOutcome(stopped="not_worth_keeping")
     why = Why(actor=actor, run_id=run_id, trigger=trigger)
-    records = await _read(services.sessions, exchange, why)
+    relevant = services.settings.recall_relevant
+    records = await _read(services.sessions, exchange, why, relevant=relevant)
     verdicts = await asyncio.gather(*(_verdict(services, exchange, r) for r in records))
     add_reason = await _decide_add(services, exchange, records, verdicts)
     outcome = WriteOutcome()
     plan = await _write_texts(services, exchange, records, verdicts, add_reason, outcome)
-    return await _apply(services.sessions, exchange, plan, outcome, why, read_at)
+    return await _apply(services.sessions, exchange, plan, outcome, why, read_at, distinct=relevant)
 
 
 async def _already_applied(sessions: SessionFactory, speaker: int, trigger: str) -> bool:
@@ -109,15 +113,22 @@ async def _paused(sessions: SessionFactory, speaker: int, since: datetime) -> bo
         return await consent.paused_since(session, speaker) is not None
 
 
-async def _read(sessions: SessionFactory, exchange: Exchange, why: Why) -> list[MemoryRecord]:
-    """Step 3: up to ten memories, newest first, read and logged under the user's lock.
+async def _read(
+    sessions: SessionFactory, exchange: Exchange, why: Why, *, relevant: bool
+) -> list[MemoryRecord]:
+    """Step 3: up to ten memories, read and logged under the user's lock: the newest, or
+    (MEMORY_RECALL=relevant) the ones most relevant to the exchange, so the verdicts see an
+    old memory that it repeats or contradicts.
 
     Only memories that may surface where the exchange happened: a conversation in one
     guild never rewrites (or deletes) what the person said in a DM or another guild."""
+    read = replace(why, reason="write path")
+    speaker, place = exchange.speaker_id, exchange.place
     async with unit_of_work(sessions) as session:
-        return await store.recent(
-            session, exchange.speaker_id, replace(why, reason="write path"), place=exchange.place
-        )
+        if relevant:
+            query = exchange_query(exchange)
+            return await store.relevant(session, speaker, read, query=query, place=place)
+        return await store.recent(session, speaker, read, place=place)
 
 
 async def _verdict(services: Services, exchange: Exchange, record: MemoryRecord) -> str | None:
@@ -214,10 +225,14 @@ async def _apply(
     outcome: WriteOutcome,
     why: Why,
     read_at: datetime,
+    *,
+    distinct: bool = False,
 ) -> WriteOutcome:
     """Step 7: deletes, updates, then the add, each logged, in one locked transaction.
 
-    A record that changed since it was read is skipped: the later change wins."""
+    A record that changed since it was read is skipped: the later change wins. With
+    ``distinct`` (MEMORY_RECALL=relevant) no update or add may leave two memories saying
+    the same: the near-duplicate check sends it to the memory that already says it."""
     if not (plan.deletes or plan.updates or plan.add):
         return outcome
     speaker, place, sources = exchange.speaker_id, exchange.place, _sources(exchange)
@@ -239,19 +254,57 @@ async def _apply(
             verdict = replace(why, reason="memory_verdict: delete")
             gone = await store.delete_one(session, record.id, verdict, expected=record)
             _settle(record, "delete", gone is not None, outcome.deleted, outcome)
+        applying = _Applying(session, place, sources, outcome, distinct)
         for record, text in plan.updates:
-            verdict = replace(why, reason="memory_verdict: update")
-            done = await store.rewrite(
-                session, record, text, verdict, learned_in=place, sources=sources
-            )
-            _settle(record, "update", done is not None, outcome.updated, outcome)
+            await _update(applying, record, text, replace(why, reason="memory_verdict: update"))
         if plan.add is not None:
-            reason = replace(why, reason=plan.add_reason)
-            added = await store.add(
-                session, speaker, plan.add, reason, learned_in=place, sources=sources
-            )
-            outcome.added.append(added.id)
+            await _add(applying, speaker, plan.add, replace(why, reason=plan.add_reason))
     return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class _Applying:
+    """Where step 7's changes go: the locked transaction, the place the exchange happened,
+    its source messages, the outcome being filled in, and whether the near-duplicate check
+    applies (MEMORY_RECALL=relevant)."""
+
+    session: AsyncSession
+    place: Place | None
+    sources: list[SourceMessage]
+    outcome: WriteOutcome
+    distinct: bool
+
+
+async def _update(to: _Applying, record: MemoryRecord, text: str, why: Why) -> None:
+    if not to.distinct:
+        done = await store.rewrite(
+            to.session, record, text, why, learned_in=to.place, sources=to.sources
+        )
+        _settle(record, "update", done is not None, to.outcome.updated, to.outcome)
+        return
+    written = await store.rewrite_distinct(
+        to.session, record, text, why, learned_in=to.place, sources=to.sources
+    )
+    if written is None:
+        _settle(record, "update", False, to.outcome.updated, to.outcome)
+        return
+    to.outcome.updated.append(written.record.id)
+    if written.folded is not None:
+        to.outcome.deleted.append(written.folded.id)
+
+
+async def _add(to: _Applying, speaker: int, text: str, why: Why) -> None:
+    if not to.distinct:
+        added = await store.add(
+            to.session, speaker, text, why, learned_in=to.place, sources=to.sources
+        )
+        to.outcome.added.append(added.id)
+        return
+    written = await store.add_distinct(
+        to.session, speaker, text, why, learned_in=to.place, sources=to.sources
+    )
+    done = to.outcome.added if written.duplicate is None else to.outcome.updated
+    done.append(written.record.id)
 
 
 def _settle(

@@ -12,6 +12,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
@@ -52,6 +53,9 @@ class Memory(Base):
     updated_at: Mapped[CreatedAt]
     # When the nightly decay review last looked at it (reset when its text changes).
     reviewed_at: Mapped[Timestamp | None]
+    # The text's tokens (app/kit/tokens.py), written with the text by the store; NULL until
+    # the store fills them in (a row written by hand, or its text changed without them).
+    search_tokens: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
 
     __table_args__ = (
         CheckConstraint(_one_of("source", SOURCES), name="source"),
@@ -59,6 +63,17 @@ class Memory(Base):
         CheckConstraint("(origin = 'guild') = (origin_guild_id IS NOT NULL)", name="origin_guild"),
         Index("ix_memories_user_recent", "user_id", text("updated_at DESC")),
         Index("ix_memories_updated_at", "updated_at"),
+        Index(
+            "ix_memories_search",
+            text("search_keys(user_id, search_tokens)"),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
+        Index(
+            "ix_memories_tokens_missing",
+            "user_id",
+            postgresql_where=text("search_tokens IS NULL"),
+        ),
     )
 
 

@@ -33,6 +33,12 @@ class Message(Base):
     attachments: Mapped[list[dict[str, Any]]] = mapped_column(
         JSONB, server_default=text("'[]'::jsonb")
     )
+    # The text's tokens (app/kit/tokens.py), written with the text by the channel log; NULL
+    # until the log fills them in (a row written by hand, or its text changed without them).
+    search_tokens: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    # False for what its author wrote while learning about them was paused, and for the bot's
+    # reply to it: older-conversation recall never brings it back.
+    recallable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
 
     __table_args__ = (
         Index("ix_messages_channel_recent", "channel_id", text("created_at DESC")),
@@ -44,6 +50,17 @@ class Message(Base):
         Index("ix_messages_mentions", "mention_ids", postgresql_using="gin"),
         # Whether a display name is one person's alone (an erasure's name rule).
         Index("ix_messages_author_name", text("lower(author_name)")),
+        Index(
+            "ix_messages_search",
+            text("search_keys(channel_id, search_tokens)"),
+            postgresql_using="gin",
+            postgresql_with={"fastupdate": "off"},
+        ),
+        Index(
+            "ix_messages_tokens_missing",
+            "channel_id",
+            postgresql_where=text("search_tokens IS NULL"),
+        ),
     )
 
 

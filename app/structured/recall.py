@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
 from app.config import RecallScope, Settings
+from app.kit.relevance import Query
 from app.memory.recall import recall_for_prompt, render_memory_block
 from app.memory.records import turn_trigger
 from app.structured.episodes import recent_episodes
@@ -56,8 +57,11 @@ async def prompt_memory(
     participant_ids: Sequence[int],
     parent_channel_id: int | None = None,
     event_id: str | None = None,
+    query: Query | None = None,
 ) -> PromptMemory:
-    """Read (and log, in the caller's transaction) what the reply prompt may remember.
+    """Read (and log, in the caller's transaction) what the reply prompt may remember:
+    each person's newest memories, or with ``query`` (MEMORY_RECALL=relevant) the most
+    relevant to it, dated.
 
     Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
     and the reply is written as it would be without the memory system. In a guild only what
@@ -75,9 +79,10 @@ async def prompt_memory(
     pins = await pinned_facts(session, channel_id, parent_id=parent_channel_id)
     trigger = turn_trigger(event_id) if event_id is not None else None
     memories = await recall_for_prompt(
-        session, user_ids=user_ids, place=place, actor="reply", trigger=trigger
+        session, user_ids=user_ids, place=place, actor="reply", trigger=trigger, query=query
     )
-    blocks = [b for b in (render_pins(pins), render_memory_block(memories, names)) if b]
+    block = render_memory_block(memories, names, dated=query is not None)
+    blocks = [b for b in (render_pins(pins), block) if b]
     episodes = [e.content for e in await recent_episodes(session, channel_id, SUMMARY_EPISODES)]
     return PromptMemory(
         channel_summary=render_summary(episodes),

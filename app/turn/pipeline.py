@@ -36,8 +36,10 @@ from app.inbound import steps
 from app.inbound.frames import Attachment, MessageCreate
 from app.inbound.steps import Step
 from app.kit.clock import jst_day, utcnow
+from app.kit.relevance import Query
 from app.memory import consent, runs
 from app.memory.jobs import REMEMBER, remember_job_id
+from app.memory.recall import recall_query
 from app.persona import load_persona
 from app.privacy import register
 from app.services import Services
@@ -77,6 +79,7 @@ class Context:
     names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
     rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
+    query: Query | None = None  # what relevance recall ranks by (MEMORY_RECALL=relevant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,17 +164,16 @@ async def log_message(
     """Append to the channel log; the message as logged (a delete or edit that came first is
     applied: None when it was deleted) and its command. A non-command message is also a
     MEM-01 observation, unless its author paused learning (their words then never reach
-    consolidation)."""
+    consolidation, nor later prompts as older conversation)."""
     async with writing(services, attempt, message.author.id) as (session, _):
-        logged = await channel_log.log_message(session, message)
+        paused = await consent.paused_since(session, message.author.id) is not None
+        logged = await channel_log.log_message(session, message, recallable=not paused)
         if logged.deleted:
             return None
         if logged.content != message.content:
             message = message.model_copy(update={"content": logged.content})
         command = parse_command(message.content, services.bot_user_id)
-        active = command is None and services.settings.memory_active
-        if active and await consent.paused_since(session, message.author.id) is not None:
-            active = False
+        active = command is None and services.settings.memory_active and not paused
         await observations.observe_message(session, message, attempt.event_id, active=active)
     return message, command
 
@@ -281,13 +283,23 @@ async def load_context(
     services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
 ) -> Context:
     """The last 20 messages, the persona with the active style and this channel's addition,
-    and this turn's progress."""
+    and this turn's progress; with MEMORY_RECALL=relevant, also the query recall ranks by
+    and, ahead of the 20, the older messages of this channel that bear on the message
+    (dated)."""
     rules = rules or Rules()
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session)
         done = await steps.done_many(session, event_id, TURN_STEPS)
-    conversation = [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
+    query = None
+    if services.settings.recall_relevant:
+        query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
+    older = await older_conversation(services, message.channel_id, recent, query)
+    conversation = [
+        ChatLine(m.author_name, m.is_bot, m.content, m.attachments, said_at=m.created_at)
+        for m in older
+    ]
+    conversation += [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
     persona = load_persona(
         services.settings.persona_path, style.content if style else None, rules.persona
     )
@@ -299,7 +311,26 @@ async def load_context(
         names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
         rules=rules,
+        query=query,
     )
+
+
+async def older_conversation(
+    services: Services,
+    channel_id: int,
+    recent: list[channel_log.LoggedMessage],
+    query: Query | None,
+) -> list[channel_log.LoggedMessage]:
+    """Up to MEMORY_RECALL_MESSAGES messages of this channel from before the last 20 that
+    bear on the query, oldest first; none without relevance recall, or when the last 20
+    are all there is."""
+    limit = services.settings.memory_recall_messages
+    if query is None or limit == 0 or len(recent) < channel_log.CONTEXT_SIZE:
+        return []
+    async with unit_of_work(services.sessions) as session:  # it may fill in missing tokens
+        return await channel_log.older_relevant(
+            session, channel_id, before=recent[0], query=query, limit=limit
+        )
 
 
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
@@ -377,6 +408,7 @@ async def recall(
             names={**context.names, speaker: message.author_name},
             participant_ids=[p for p in context.participant_ids if p not in gone],
             event_id=attempt.event_id,
+            query=context.query,
         )
 
 

@@ -6,14 +6,24 @@ last. The Messages API takes system text apart from the turns, so 1, 2 and 4 bec
 system blocks in that order (the persona is the last one) and 3 becomes the messages. When
 the message replies to another, the message being answered (and its own reply chain) is a
 system block just before the persona; what the message carries (images, a file's text) joins
-its turn as content blocks."""
+its turn as content blocks.
+
+Older messages recalled for relevance (MEMORY_RECALL=relevant) open the conversation, each
+line marked with its date, and a system note before the persona says what those are."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
+
+EARLIER_NOTE = (
+    "The conversation opens with a few older messages of this channel, brought back because "
+    "they bear on the newest message; each of those lines starts with its date [YYYY-MM-DD] "
+    "(UTC). The undated lines that follow are the recent conversation."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +32,7 @@ class ChatLine:
     is_bot: bool
     content: str
     attachments: tuple[str, ...] = ()  # named only (e.g. "a.png (image/png, 3 KB)")
+    said_at: datetime | None = None  # set on an older message recalled for relevance
 
     @property
     def shown(self) -> str:
@@ -29,6 +40,13 @@ class ChatLine:
             return self.content
         named = f"[attached: {'; '.join(self.attachments)}]"
         return f"{self.content} {named}" if self.content.strip() else named
+
+    def text(self) -> str:
+        """The line as its turn carries it: a human's with their name, dated when older."""
+        said = self.shown if self.is_bot else f"{self.author_name}: {self.shown}"
+        if self.said_at is None:
+            return said
+        return f"[{self.said_at.astimezone(UTC):%Y-%m-%d}] {said}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +76,8 @@ def assemble_prompt(
 ) -> Prompt:
     """``answering``: the reply chain, oldest first, ending with the message being answered;
     ``attached``: content blocks of what the newest message carries."""
-    blocks = (channel_summary, memory_block, render_answering(answering))
+    earlier = EARLIER_NOTE if any(line.said_at for line in conversation) else None
+    blocks = (channel_summary, memory_block, earlier, render_answering(answering))
     system = [block for block in blocks if block]
     system.append(persona)
     return Prompt(system=system, messages=with_attached(conversation_turns(conversation), attached))
@@ -106,7 +125,7 @@ def conversation_turns(conversation: Sequence[ChatLine]) -> list[dict[str, Any]]
         if not line.shown.strip():
             continue
         role: Literal["user", "assistant"] = "assistant" if line.is_bot else "user"
-        text = line.shown if line.is_bot else f"{line.author_name}: {line.shown}"
+        text = line.text()
         if turns and turns[-1][0] == role:
             turns[-1][1].append(text)
         else:

@@ -126,13 +126,15 @@ async def add_message(
     at: datetime,
     is_bot: bool = False,
     deleted: bool = False,
+    guild_id: int | None = 1,
 ) -> None:
+    """Insert a message directly (as an acceptance test may)."""
     async with sessions() as session, session.begin():
         session.add(
             Message(
                 id=id,
                 channel_id=channel_id,
-                guild_id=1,
+                guild_id=guild_id,
                 author_id=author_id,
                 author_name=author_name,
                 is_bot=is_bot,

@@ -1,0 +1,353 @@
+"""Relevance ranking in SQL, shared by the owners of `memories` and `messages`.
+
+A query is a set of tokens with weights (the triggering message counts fully, the lines
+around it less). Each candidate row is scored with BM25 over its stored `search_tokens`,
+term weights taken over the candidates themselves (a word in every one of them weighs
+nothing), plus a small recency prior; ties go to the newer row.
+
+The statistics come from the newest ``sample`` candidates, which are all of them for any
+profile or channel of ordinary size. A larger scope is still searched whole for its rare
+words: rows older than the sample that contain one of them join the candidates through the
+GIN index, whose keys are scoped (`search_keys(scope, tokens)`: "<person or channel id>
+<token>"), so a probe reads only this scope's rows with that word, however common the word
+is elsewhere. Everything is bounded: the sample, the probed words and the rows each probe
+may bring."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from sqlalchemy import Boolean, Float, TextClause, column, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import DeclarativeBase
+
+from app.kit.tokens import tokenize
+
+MAX_QUERY_TERMS = 64
+Row = TypeVar("Row", bound=DeclarativeBase)  # a table's mapped class
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """Distinct tokens and their weights, strongest first (at most MAX_QUERY_TERMS)."""
+
+    terms: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, texts: Iterable[tuple[str, float]]) -> Query:
+        """Each text's tokens at that text's weight; a token keeps its highest weight."""
+        best: dict[str, float] = {}
+        for content, weight in texts:
+            for token in tokenize(content):
+                if weight > best.get(token, 0.0):
+                    best[token] = weight
+        ranked = sorted(best.items(), key=lambda item: -item[1])[:MAX_QUERY_TERMS]
+        return cls(tuple(t for t, _ in ranked), tuple(w for _, w in ranked))
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """The scoring's parameters (bench/recall.py tunes them on its tuning half only)."""
+
+    k1: float = 1.2  # term-frequency saturation (BM25)
+    b: float = 0.75  # length normalisation (BM25)
+    # idf ** idf_power weighs each matched word: 1 is BM25; 2 also weighs the query's own
+    # words by rarity (as tf-idf's query vector does), so one rare word ("risotto") outweighs
+    # two middling ones ("want", "to").
+    idf_power: float = 1.0
+    prior: float = 1.0  # weight of the recency prior, at most this much for a new row
+    prior_days: float = 60.0  # the prior halves about every 0.7 × this many days
+    min_score: float = 0.0  # rows scoring less are not relevant (0: keep every row)
+    # With a share above 0, a row is relevant only if it holds a telling query word: one in
+    # at most one candidate, or with weight × idf ≥ share × the idf of a word no candidate
+    # has. Scale-free, unlike a bare score floor (idf grows with the number of candidates).
+    # Among fewer than ``telling_from`` candidates, too few to say which words are common,
+    # any word of the message itself tells (not one only of the lines around it).
+    min_telling: float = 0.0
+    telling_from: int = 50
+    sample: int = 500  # candidates the statistics are taken over (the newest)
+    rare: float = 0.002  # a word in at most this share of the sample is probed for
+    probe_terms: int = 8  # at most this many rare words probed beyond the sample
+    probe_rows: int = 50  # rows each probe may bring
+
+
+DEFAULT_RANKING = Ranking()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTable:
+    """Where a ranked read runs: the table, its time column and its scope column (the GIN
+    index over ``search_keys(<scope>, search_tokens)`` serves its probes)."""
+
+    table: str
+    at: str
+    scope: str
+
+    @property
+    def keys(self) -> str:
+        """The GIN index's expression (the SQL function migration 0008 defines): each token
+        as "<scope id> <token>". A token never holds a space, so no two keys collide."""
+        return f"search_keys({self.scope}, search_tokens)"
+
+
+_RANKED = """
+WITH q AS (
+    SELECT term, max(weight) AS weight
+    FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS x(term, weight)
+    GROUP BY term
+),
+sample AS MATERIALIZED (
+    SELECT id, {at} AS at, search_tokens AS tokens FROM {table}
+    WHERE {scope} = :scope_id AND {where}
+    ORDER BY {at} DESC, id DESC LIMIT :sample
+),
+stats AS (
+    SELECT count(*)::float8 AS n, coalesce(avg(cardinality(tokens)), 1)::float8 AS avgdl
+    FROM sample
+),
+oldest AS (SELECT at, id FROM sample ORDER BY at, id LIMIT 1),
+sample_hits AS MATERIALIZED (
+    SELECT s.id, x.t AS term, count(*)::float8 AS tf, max(cardinality(s.tokens)) AS dl
+    FROM sample s CROSS JOIN LATERAL unnest(s.tokens) AS x(t) JOIN q ON q.term = x.t
+    GROUP BY s.id, x.t
+),
+df AS (
+    SELECT q.term, q.weight, count(h.id)::float8 AS df
+    FROM q LEFT JOIN sample_hits h ON h.term = q.term GROUP BY q.term, q.weight
+),
+weights AS (
+    SELECT term, df, weight * power(idf, :idf_power) AS w,
+           CASE WHEN n < :telling_from THEN weight >= 1
+                ELSE df <= 1 OR weight * idf >= :min_telling * ln(1 + (n + 0.5) / 0.5)
+           END AS telling
+    FROM (SELECT term, df, weight, n, ln(1 + (n - df + 0.5) / (df + 0.5)) AS idf
+          FROM df, stats) AS weighed
+),
+rare AS (
+    SELECT term FROM weights, stats
+    WHERE n >= :sample AND df <= :rare * n ORDER BY df, term LIMIT :probe_terms
+),
+extra AS MATERIALIZED (
+    SELECT DISTINCT m.id, m.at, m.tokens
+    FROM rare r CROSS JOIN oldest o CROSS JOIN LATERAL (
+        -- OFFSET 0 keeps the probe on the scoped GIN index alone: combined with a time
+        -- index it would read every row of the scope's window.
+        SELECT id, {at} AS at, search_tokens AS tokens
+        FROM (
+            SELECT * FROM {table}
+            WHERE {keys} @> ARRAY[CAST(:scope_id AS text) || ' ' || r.term] OFFSET 0
+        ) AS {table}
+        WHERE {where} AND ({at}, id) < (o.at, o.id)
+        LIMIT :probe_rows
+    ) AS m
+),
+extra_hits AS (
+    SELECT e.id, x.t AS term, count(*)::float8 AS tf, max(cardinality(e.tokens)) AS dl
+    FROM extra e CROSS JOIN LATERAL unnest(e.tokens) AS x(t) JOIN q ON q.term = x.t
+    GROUP BY e.id, x.t
+),
+candidates AS (SELECT id, at FROM sample UNION ALL SELECT id, at FROM extra),
+bm25 AS (
+    SELECT h.id, bool_or(w.telling) AS telling, sum(
+        w.w * h.tf * (:k1 + 1)
+        / (h.tf + :k1 * (1 - :b + :b * h.dl / greatest(st.avgdl, 1)))
+    ) AS score
+    FROM (SELECT * FROM sample_hits UNION ALL SELECT * FROM extra_hits) AS h
+    JOIN weights w ON w.term = h.term CROSS JOIN stats st
+    GROUP BY h.id
+),
+best AS (
+    SELECT c.id, c.at, coalesce(b.score, 0) AS relevance,
+           coalesce(b.score, 0)
+           + :prior * exp(-greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days))
+               AS rank
+    FROM candidates c LEFT JOIN bm25 b ON b.id = c.id
+    WHERE coalesce(b.score, 0) >= :min_score
+      AND (:min_telling <= 0 OR coalesce(b.telling, false))
+    ORDER BY rank DESC, c.at DESC, c.id DESC
+    LIMIT :limit
+)
+-- One row at least: with nothing relevant, the one row (all NULL but the flag) still says
+-- whether the scope lacks tokens.
+SELECT {table}.*, best.relevance, status.tokens_missing
+FROM (
+    SELECT EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
+        AS tokens_missing
+) AS status
+LEFT JOIN (best JOIN {table} ON {table}.id = best.id) ON true
+ORDER BY best.rank DESC, best.at DESC, best.id DESC
+"""
+
+
+@lru_cache(maxsize=256)
+def ranked_statement(table: SearchTable, where: str) -> TextClause:
+    """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
+    and whether any row of the scope lacks its tokens, best first (one all-NULL row but the
+    flag when none is relevant).
+
+    ``where`` narrows the candidates (visibility, deletions, the window); its own bind
+    parameters go with the call, together with ``ranked_parameters``."""
+    return text(
+        _RANKED.format(
+            table=table.table, at=table.at, scope=table.scope, keys=table.keys, where=where
+        )
+    )
+
+
+async def ranked(
+    session: AsyncSession,
+    table: SearchTable,
+    model: type[Row],
+    *,
+    where: str,
+    bind: dict[str, object],
+    scope_id: int,
+    query: Query,
+    ranking: Ranking,
+    limit: int,
+) -> list[tuple[Row, float]]:
+    """The best ``limit`` rows of one scope as ``model`` objects with their relevance, best
+    first. Rows of the scope that lack their tokens get them, and the read runs again, so
+    nothing written by hand is missed (one statement when nothing lacks them)."""
+    # A prepared statement switches to a generic plan after five runs; planned without its
+    # scope, terms and limits this one is a hundred times slower. Custom plans, always.
+    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    statement = _ranked_rows(table, model, where)
+    parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
+    rows = (await session.execute(statement, parameters)).all()
+    if rows[0].tokens_missing and await fill_missing(session, table, scope_id):
+        rows = (await session.execute(statement, parameters)).all()
+    return [(row[0], float(row.relevance)) for row in rows if row[0] is not None]
+
+
+_DOCUMENT_FREQUENCIES = """
+WITH sample AS MATERIALIZED (
+    SELECT id, search_tokens AS tokens FROM {table}
+    WHERE {scope} = :scope_id AND {where}
+    ORDER BY {at} DESC, id DESC LIMIT :sample
+)
+SELECT NULL AS term, count(*)::float8 AS n FROM sample
+UNION ALL
+SELECT x.t, count(DISTINCT s.id)::float8
+FROM sample s CROSS JOIN LATERAL unnest(s.tokens) AS x(t)
+WHERE x.t = ANY(CAST(:terms AS text[]))
+GROUP BY x.t
+"""
+
+
+def idf(n: float, df: float) -> float:
+    """BM25's term weight: near 0 for a word in every candidate, highest for a new word."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+async def term_weights(
+    session: AsyncSession,
+    table: SearchTable,
+    *,
+    where: str,
+    scope_id: int,
+    terms: Collection[str],
+    ranking: Ranking = DEFAULT_RANKING,
+) -> Callable[[str], float]:
+    """Each word's weight over the same candidates a ranked read takes its statistics from
+    (a word they never use weighs the most)."""
+    statement = text(
+        _DOCUMENT_FREQUENCIES.format(table=table.table, at=table.at, scope=table.scope, where=where)
+    )
+    bind = {"scope_id": scope_id, "terms": sorted(terms), "sample": ranking.sample}
+    counts = dict((await session.execute(statement, bind)).tuples().all())
+    n = counts.pop(None, 0.0)
+    return lambda term: idf(n, counts.get(term, 0.0))
+
+
+@lru_cache(maxsize=256)
+def _ranked_rows(table: SearchTable, model: Any, where: str) -> Any:
+    """The ranked statement mapped onto ``model`` rows (built once: SQLAlchemy caches the
+    compiled form of a statement it sees again)."""
+    return (
+        select(model, column("relevance", Float), column("tokens_missing", Boolean))
+        .from_statement(ranked_statement(table, where))
+        .execution_options(populate_existing=True)
+    )
+
+
+def ranked_parameters(
+    table: SearchTable, scope_id: int, query: Query, ranking: Ranking, limit: int
+) -> dict[str, object]:
+    return {
+        "terms": list(query.terms),
+        "weights": list(query.weights),
+        "scope_id": scope_id,
+        "limit": limit,
+        "k1": ranking.k1,
+        "idf_power": ranking.idf_power,
+        "b": ranking.b,
+        "prior": ranking.prior,
+        "prior_days": ranking.prior_days,
+        "min_score": ranking.min_score,
+        "min_telling": ranking.min_telling,
+        "telling_from": ranking.telling_from,
+        "sample": ranking.sample,
+        "rare": ranking.rare,
+        "probe_terms": ranking.probe_terms,
+        "probe_rows": ranking.probe_rows,
+    }
+
+
+# --- the stored tokens' upkeep -------------------------------------------------------------
+
+# A row whose `search_tokens` is NULL was written without them (by hand, an older release,
+# or its text changed under a trigger that clears them): its owner fills them in before a
+# ranked read. Only while the text is still the one the tokens were made from.
+FILL_BATCH = 500
+
+
+def missing_tokens_statement(table: str, scope: str) -> TextClause:
+    """Rows of a scope that lack their tokens, locked in id order; rows another transaction
+    is filling in are skipped, never waited for (two readers never deadlock on them)."""
+    return text(
+        f"SELECT id, content FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL "
+        "ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    )
+
+
+def fill_statement(table: str) -> TextClause:
+    return text(
+        f"UPDATE {table} AS t SET search_tokens = v.tokens "
+        "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) "
+        "AS v(id bigint, content text, tokens text[]) "
+        "WHERE t.id = v.id AND t.content = v.content AND t.search_tokens IS NULL"
+    )
+
+
+def fill_payload(rows: Sequence[tuple[int, str]]) -> str:
+    """The rows' tokens as the fill statement's one JSON parameter."""
+    return json.dumps(
+        [
+            {"id": row_id, "content": content, "tokens": tokenize(content)}
+            for row_id, content in rows
+        ],
+        ensure_ascii=False,
+    )
+
+
+async def fill_missing(session: AsyncSession, table: SearchTable, scope_id: int) -> int:
+    """Tokens for up to FILL_BATCH rows of the scope that lack them; how many."""
+    found = await session.execute(
+        missing_tokens_statement(table.table, table.scope),
+        {"scope_id": scope_id, "limit": FILL_BATCH},
+    )
+    rows = [(int(row_id), str(content)) for row_id, content in found.tuples()]
+    if rows:
+        await session.execute(fill_statement(table.table), {"rows": fill_payload(rows)})
+    return len(rows)
