@@ -31,12 +31,13 @@ from app.memory.records import LedgerRow, MemoryRecord, SourceMessage, Why
 from app.privacy import register
 from app.privacy.erasure import start_erasure
 from app.privacy.register import RequestedBy
+from app.vocabulary import Actor
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
 
 Sessions = Annotated[SessionFactory, Depends(get_sessions)]
 Snowflake = Annotated[int, Path(ge=0, le=2**63 - 1)]
-ADMIN = "admin"
+ADMIN = Actor.ADMIN
 
 
 def _memory(record: MemoryRecord, sources: list[SourceMessage]) -> MemoryBody:

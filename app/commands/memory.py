@@ -24,10 +24,11 @@ from app.kit.relevance import Query
 from app.memory import consent, records, store
 from app.memory.records import Why
 from app.services import Services
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
-ACTOR = "command"
+ACTOR = Actor.COMMAND
 # `show all` goes as a text file instead of several DMs past this many characters.
 LISTING_INLINE_CHARS = 6000
 

@@ -33,10 +33,11 @@ from app.memory import store
 from app.memory.records import Why
 from app.services import Services
 from app.structured import pins
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
-ACTOR = "staff"
+ACTOR = Actor.STAFF
 LISTING_LIMIT = 100
 
 

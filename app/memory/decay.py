@@ -18,13 +18,14 @@ from app.decision.vocabulary import STALE_OPTIONS, Question
 from app.memory import store
 from app.memory.records import MemoryRecord, Why
 from app.services import Services
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
 STALE_AFTER = timedelta(days=30)
 STALE_CAP = 20  # reviews per night: the cost bound
 DECAY_REASON = "decay"
-ACTOR = "nightly"
+ACTOR = Actor.NIGHTLY
 
 
 @dataclass

@@ -15,6 +15,7 @@ from app.inbound.steps import PostedReply, Step
 from app.kit.logs import log_context
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.services import Services
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ async def _extract(services: Services, reply: PostedReply) -> WriteOutcome:
             place=Place(messages[-1].guild_id) if messages else None,
         )
         outcome = await run_write_path(
-            services, exchange, actor="extraction", trigger=f"reply:{reply.trigger_message_id}"
+            services, exchange, actor=Actor.EXTRACTION, trigger=f"reply:{reply.trigger_message_id}"
         )
         logger.info(
             "memory extraction done",

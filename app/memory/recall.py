@@ -16,6 +16,7 @@ from app.channel.exchange import Exchange, Line, Place
 from app.kit.relevance import Query
 from app.memory import store
 from app.memory.records import MemoryRecord, Why
+from app.vocabulary import Actor
 
 # The query: the message itself counts fully, the few lines before it (what "it" refers to)
 # at a quarter. bench/recall.py chose the weight on its tuning half.
@@ -48,7 +49,7 @@ async def recall_for_prompt(
     *,
     user_ids: Sequence[int],
     place: Place,
-    actor: str = "reply",
+    actor: Actor = Actor.REPLY,
     limit: int = store.RECENT_LIMIT,
     trigger: str | None = None,
     query: Query | None = None,

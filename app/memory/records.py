@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from app.channel.exchange import Place
+from app.vocabulary import FORGOT_MEMORY, FORGOT_PERSON, Actor, SkipReason
 
 REDACTED: dict[str, Any] = {"redacted": True}
 
@@ -77,7 +78,7 @@ class SourceMessage:
 class Why:
     """Who reads or changes a profile, and why: every ledger row carries this."""
 
-    actor: str
+    actor: Actor
     reason: str = ""
     run_id: int | None = None
     trigger: str | None = None
@@ -145,12 +146,21 @@ class Profile:
 
 @dataclass(frozen=True, slots=True)
 class Forgetting:
-    """One ledger row that forgot something: its id (to order it against a run's changes)
-    and why, in words a rollback report gives."""
+    """One ledger row that forgot something: its id (to order it against a run's changes),
+    who forgot it, and whether it forgot one memory or everything of its owner."""
 
     ledger_id: int
-    reason: str
-    whenever: bool = False  # holds whatever the order (retention: the text is gone)
+    actor: Actor
+    whole_person: bool = False
+
+    @property
+    def whenever(self) -> bool:
+        """Holds whatever the order (retention: the text is gone)."""
+        return self.actor is Actor.RETENTION
+
+    @property
+    def reason(self) -> SkipReason:
+        return (FORGOT_PERSON if self.whole_person else FORGOT_MEMORY)[self.actor]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +172,7 @@ class Forgotten:
     memories: Mapping[int, Sequence[Forgetting]] = field(default_factory=dict)
     people: Mapping[int, Sequence[Forgetting]] = field(default_factory=dict)
 
-    def reason_for(self, entry: LogEntry) -> str | None:
+    def reason_for(self, entry: LogEntry) -> SkipReason | None:
         """Why undoing ``entry`` would bring back something forgotten, or None."""
         assert entry.memory_id is not None
         found = [*self.memories.get(entry.memory_id, ()), *self.people.get(entry.user_id, ())]

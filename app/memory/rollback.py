@@ -14,8 +14,7 @@ from app.db import SessionFactory
 from app.kit.clock import utcnow
 from app.memory import records, runs, store
 from app.memory.records import Forgotten, LogEntry, MemoryRecord, Why, recorded_content
-
-UNDOABLE = store.UNDOABLE
+from app.vocabulary import UNDOABLE, Action, Actor, SkipReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +43,7 @@ class ReinsertOp:
 class Skip:
     memory_id: int
     action: str
-    reason: str
+    reason: SkipReason
 
 
 Op = DeleteOp | RestoreOp | ReinsertOp
@@ -96,10 +95,10 @@ def plan_rollback(
             continue
         memory_id = entry.memory_id
         if memory_id in tainted:
-            plan.skipped.append(Skip(memory_id, entry.action, "changed again after the run"))
+            plan.skipped.append(Skip(memory_id, entry.action, SkipReason.CHANGED_AGAIN))
             continue
         outcome = forgotten.reason_for(entry) or _undo(entry, state.get(memory_id))
-        if isinstance(outcome, str):
+        if isinstance(outcome, SkipReason):
             plan.skipped.append(Skip(memory_id, entry.action, outcome))
             tainted.add(memory_id)
             continue
@@ -108,24 +107,24 @@ def plan_rollback(
     return plan
 
 
-def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | str:
+def _undo(entry: LogEntry, current: MemoryRecord | None) -> Op | SkipReason:
     """The op that undoes ``entry`` given the record's state now, or the reason it cannot."""
     memory_id = entry.memory_id
     assert memory_id is not None
-    if entry.action == "delete":
+    if entry.action == Action.DELETE:
         if current is not None:
-            return "the id exists again"
+            return SkipReason.ID_TAKEN
         restored = records.decode(memory_id, entry.user_id, entry.before)
-        return ReinsertOp(restored) if restored else "no before state recorded"
+        return ReinsertOp(restored) if restored else SkipReason.NO_BEFORE
     if current is None:
-        return "deleted after the run"
+        return SkipReason.DELETED
     if current.user_id != entry.user_id or current.content != recorded_content(entry.after):
-        return "changed after the run"
-    if entry.action == "add":
+        return SkipReason.CHANGED
+    if entry.action == Action.ADD:
         return DeleteOp(current)
     recorded = records.decode(memory_id, entry.user_id, entry.before)
     if recorded is None:
-        return "no before state recorded"
+        return SkipReason.NO_BEFORE
     updated_at = recorded.updated_at or current.updated_at
     restored = MemoryRecord(
         memory_id, current.user_id, recorded.content, current.source, current.created_at, updated_at
@@ -221,4 +220,4 @@ async def _apply(session: AsyncSession, run_id: int, plan: Plan) -> None:
 
 
 def _why(run_id: int, reason: str) -> Why:
-    return Why("nightly", reason, run_id=run_id)
+    return Why(Actor.NIGHTLY, reason, run_id=run_id)

@@ -56,9 +56,8 @@ from app.memory.records import (
     Why,
     encode,
 )
-from app.models.memory import ACTIONS, ACTORS, Memory, MemoryLog, MemorySource
-
-__all__ = ["ACTIONS", "ACTORS"]
+from app.models.memory import Memory, MemoryLog, MemorySource
+from app.vocabulary import FORGOT_MEMORY, FORGOT_PERSON, UNDOABLE, Action, Actor
 
 LOCK_NAMESPACE = "memory-user"
 RECENT_LIMIT = 10
@@ -70,7 +69,6 @@ MEMORIES = SearchTable("memories", "updated_at", "user_id")
 RANKING = Ranking(idf_power=2.0, sample=300, probe_rows=25)
 MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with the query
 DUPLICATE_CANDIDATES = 5
-UNDOABLE = ("add", "update", "delete")
 
 MEMORY_CHANGES = Counter(
     "memory_changes_total",
@@ -109,7 +107,7 @@ async def lock_owners(session: AsyncSession, user_ids: Iterable[int]) -> None:
     held.update(wanted)
 
 
-def _count(session: AsyncSession, actor: str, action: str, n: int = 1) -> None:
+def _count(session: AsyncSession, actor: Actor, action: Action, n: int = 1) -> None:
     pending: Tally[tuple[str, str]] = session.info.setdefault("memory_changes", Tally())
     pending[(actor, action)] += n
 
@@ -134,7 +132,7 @@ def _after_rollback(session: Session) -> None:
 async def _log(
     session: AsyncSession,
     why: Why,
-    action: str,
+    action: Action,
     user_id: int,
     memory_id: int | None,
     before: Any,
@@ -153,7 +151,7 @@ async def _log(
             trigger=why.trigger,
         )
     )
-    if action != "read":
+    if action is not Action.READ:
         _count(session, why.actor, action)
 
 
@@ -162,7 +160,7 @@ async def _log_read(
 ) -> None:
     """One row per read, even an empty one: memory_id null, `after` the ids read."""
     ids = [record.id for record in records]
-    await _log(session, why, "read", user_id, None, None, ids)
+    await _log(session, why, Action.READ, user_id, None, None, ids)
 
 
 # --- reads (each one logged) ----------------------------------------------------------------
@@ -372,7 +370,7 @@ async def history(
     that person's profile."""
     query = select(MemoryLog).where(MemoryLog.user_id == user_id)
     if hide_reads_by:
-        hidden = MemoryLog.actor.in_(list(hide_reads_by)) & (MemoryLog.action == "read")
+        hidden = MemoryLog.actor.in_(list(hide_reads_by)) & (MemoryLog.action == Action.READ)
         query = query.where(~hidden)
     if memory_id is not None:
         query = query.where(MemoryLog.memory_id == memory_id)
@@ -382,7 +380,7 @@ async def history(
     found = await session.scalars(query.limit(limit) if limit is not None else query)
     rows = [_ledger_row(row) for row in found]
     ids = [memory_id] if memory_id is not None else []
-    await _log(session, why, "read", user_id, None, None, ids)
+    await _log(session, why, Action.READ, user_id, None, None, ids)
     return rows
 
 
@@ -430,7 +428,7 @@ async def provenance(
     sources = (await sources_of(session, [memory_id])).get(memory_id, [])
     logged = await session.scalars(
         select(MemoryLog)
-        .where(MemoryLog.memory_id == memory_id, MemoryLog.action != "read")
+        .where(MemoryLog.memory_id == memory_id, MemoryLog.action != Action.READ)
         .order_by(MemoryLog.id)
     )
     await _log_read(session, why, record.user_id, [record])
@@ -514,7 +512,7 @@ async def add(
     assert row is not None
     record = _record(row)
     await _link_sources(session, record.id, sources, why.trigger)
-    await _log(session, why, "add", user_id, record.id, None, encode(record))
+    await _log(session, why, Action.ADD, user_id, record.id, None, encode(record))
     return record
 
 
@@ -573,7 +571,9 @@ async def rewrite(
     assert row is not None
     record = _record(row)
     await _link_sources(session, record.id, sources, why.trigger)
-    await _log(session, why, "update", record.user_id, record.id, encode(current), encode(record))
+    await _log(
+        session, why, Action.UPDATE, record.user_id, record.id, encode(current), encode(record)
+    )
     return record
 
 
@@ -698,7 +698,7 @@ async def forget_everything(session: AsyncSession, user_id: int, why: Why) -> li
     (memory_id null) saying they asked, even when nothing was left to delete, so no later
     rollback restores a memory of theirs that an earlier night had removed."""
     gone = await delete_owned_by(session, user_id, why)
-    await _log(session, why, "delete", user_id, None, None, {"forgot_all": len(gone)})
+    await _log(session, why, Action.DELETE, user_id, None, None, {"forgot_all": len(gone)})
     return gone
 
 
@@ -711,7 +711,7 @@ async def _delete(
     await session.execute(delete(Memory).where(Memory.id.in_([r.id for r in records])))
     for record in records:
         before = dict(REDACTED) if redact else encode(record)
-        await _log(session, why, "delete", record.user_id, record.id, before, None)
+        await _log(session, why, Action.DELETE, record.user_id, record.id, before, None)
     if redact:
         await _redact_history(session, [r.id for r in records])
 
@@ -794,8 +794,8 @@ async def reply_reads(
         .where(
             MemoryLog.user_id == user_id,
             MemoryLog.trigger.is_not(None),
-            MemoryLog.actor == "reply",
-            MemoryLog.action == "read",
+            MemoryLog.actor == Actor.REPLY,
+            MemoryLog.action == Action.READ,
             MemoryLog.id > after_id,
             func.jsonb_array_length(func.coalesce(MemoryLog.after, literal([], JSONB))) > 0,
         )
@@ -848,7 +848,9 @@ async def replace_mentions(
         )
         after = _record(row_after)
         # The text before held the mention: the row says a change happened, not from what.
-        await _log(session, why, "update", after.user_id, after.id, dict(REDACTED), encode(after))
+        await _log(
+            session, why, Action.UPDATE, after.user_id, after.id, dict(REDACTED), encode(after)
+        )
         changed += 1
     return changed
 
@@ -865,13 +867,13 @@ _REPLACE_IN_HISTORY = text(
 
 async def record_erasure(session: AsyncSession, user_id: int, why: Why, receipt: Any) -> None:
     """The erasure's receipt row: counts only, keyed by the person's id."""
-    await _log(session, why, "delete", user_id, None, None, receipt)
+    await _log(session, why, Action.DELETE, user_id, None, None, receipt)
 
 
-async def erased_users(session: AsyncSession, actor: str) -> set[int]:
+async def erased_users(session: AsyncSession) -> set[int]:
     """Everyone who was ever erased (their receipt rows stay, keyed by id)."""
     rows = await session.scalars(
-        select(MemoryLog.user_id).where(MemoryLog.actor == actor).distinct()
+        select(MemoryLog.user_id).where(MemoryLog.actor == Actor.FORGETME).distinct()
     )
     return set(rows)
 
@@ -926,7 +928,7 @@ async def trigger_applied(session: AsyncSession, *, user_id: int, trigger: str) 
         exists().where(
             MemoryLog.user_id == user_id,
             MemoryLog.trigger == trigger,
-            MemoryLog.action.in_((*UNDOABLE, "rollback")),
+            MemoryLog.action.in_((*UNDOABLE, Action.ROLLBACK)),
         )
     )
     return bool((await session.execute(query)).scalar_one())
@@ -962,18 +964,6 @@ async def run_changes(
     return [(int(memory_id), action, reason) for memory_id, action, reason in rows]
 
 
-FORGET_ACTORS = {
-    "command": "deleted after the run by its owner",
-    "staff": "deleted after the run by staff",
-    "forgetme": "erased after the run (!forgetme)",
-    "retention": "expired by retention",
-}
-PERSON_FORGETS = {
-    "command": "its owner ran `!memory forget all` after the run",
-    "forgetme": "its owner was erased after the run",
-}
-
-
 async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgotten:
     """Every ledger row that forgot one of these memories, or everything of one of their
     owners (what a rollback must never bring back)."""
@@ -983,8 +973,8 @@ async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgo
         return Forgotten()
     rows = await session.execute(
         select(MemoryLog.id, MemoryLog.memory_id, MemoryLog.user_id, MemoryLog.actor).where(
-            MemoryLog.action == "delete",
-            MemoryLog.actor.in_(list(FORGET_ACTORS)),
+            MemoryLog.action == Action.DELETE,
+            MemoryLog.actor.in_([*FORGOT_MEMORY, *FORGOT_PERSON]),
             MemoryLog.memory_id.in_(memory_ids)
             | (MemoryLog.memory_id.is_(None) & MemoryLog.user_id.in_(user_ids)),
         )
@@ -993,11 +983,9 @@ async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgo
     people: dict[int, list[Forgetting]] = {}
     for ledger_id, memory_id, user_id, actor in rows:
         if memory_id is not None:
-            memories.setdefault(memory_id, []).append(
-                Forgetting(ledger_id, FORGET_ACTORS[actor], whenever=actor == "retention")
-            )
-        elif actor in PERSON_FORGETS:
-            people.setdefault(user_id, []).append(Forgetting(ledger_id, PERSON_FORGETS[actor]))
+            memories.setdefault(memory_id, []).append(Forgetting(ledger_id, Actor(actor)))
+        elif actor in FORGOT_PERSON:
+            people.setdefault(user_id, []).append(Forgetting(ledger_id, Actor(actor), True))
     return Forgotten(memories, people)
 
 
@@ -1016,7 +1004,7 @@ async def current_for_rollback(
 async def rollback_delete(session: AsyncSession, current: MemoryRecord, why: Why) -> None:
     """Undo an add (the caller checked the record is still what the run wrote)."""
     await session.execute(delete(Memory).where(Memory.id == current.id))
-    await _log(session, why, "rollback", current.user_id, current.id, encode(current), None)
+    await _log(session, why, Action.ROLLBACK, current.user_id, current.id, encode(current), None)
 
 
 async def rollback_restore(
@@ -1032,7 +1020,13 @@ async def rollback_restore(
         values["updated_at"] = restored.updated_at
     await session.execute(update(Memory).where(Memory.id == current.id).values(values))
     await _log(
-        session, why, "rollback", current.user_id, current.id, encode(current), encode(restored)
+        session,
+        why,
+        Action.ROLLBACK,
+        current.user_id,
+        current.id,
+        encode(current),
+        encode(restored),
     )
 
 
@@ -1052,7 +1046,7 @@ async def rollback_reinsert(session: AsyncSession, restored: MemoryRecord, why: 
     if restored.updated_at is not None:
         values["updated_at"] = restored.updated_at
     await session.execute(insert(Memory).values(values))
-    await _log(session, why, "rollback", restored.user_id, restored.id, None, encode(restored))
+    await _log(session, why, Action.ROLLBACK, restored.user_id, restored.id, None, encode(restored))
 
 
 # --- import (MEM-08) --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from app.memory.recall import exchange_query
 from app.memory.records import MemoryRecord, SourceMessage, Why
 from app.privacy import register
 from app.services import Services
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ async def run_write_path(
     services: Services,
     exchange: Exchange,
     *,
-    actor: str,
+    actor: Actor,
     run_id: int | None = None,
     trigger: str | None = None,
 ) -> WriteOutcome:

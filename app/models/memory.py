@@ -16,24 +16,15 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
+from app.vocabulary import Action, Actor
 
 SOURCES = ("self", "operator", "import")
 # Where a memory was learned, which bounds where it may be recalled: a guild (origin_guild_id),
 # a DM, or unknown (learned before origins were recorded; treated as private). "any" is only
 # the default of a row written by hand: the bot never writes it.
 ORIGINS = ("any", "guild", "dm", "unknown")
-ACTORS = (
-    "extraction",
-    "reply",
-    "command",
-    "nightly",
-    "consolidation",
-    "staff",
-    "retention",
-    "forgetme",
-    "admin",
-)
-ACTIONS = ("read", "add", "update", "delete", "rollback")
+ACTORS = tuple(actor.value for actor in Actor)
+ACTIONS = tuple(action.value for action in Action)
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:

@@ -31,11 +31,12 @@ from app.privacy import register
 from app.services import Services
 from app.structured.retention import ACTOR as RETENTION_ACTOR
 from app.structured.retention import REASON as RETENTION_REASON
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
 JOB_NAME = "nightly_step"
-ACTOR = "nightly"  # the ledger actor of the run's extraction and decay
+ACTOR = Actor.NIGHTLY  # the ledger actor of the run's extraction and decay
 FIRST_STEP = "plan"
 # A running run whose last step ended longer ago than this has lost its chain (a job died
 # after its commit, or Redis refused the next enqueue): the sweeper re-enqueues the step.

@@ -30,6 +30,7 @@ from app.nightly.style import SIGNAL_CAP, current_style, revise_style
 from app.privacy import register
 from app.services import Services
 from app.structured.retention import purge_expired
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +201,7 @@ async def _extract_chunk(services: Services, run: RunView, chunk: Mapping[str, A
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             await run_write_path(
-                services, exchange, actor="nightly", run_id=run.id, trigger=trigger
+                services, exchange, actor=Actor.NIGHTLY, run_id=run.id, trigger=trigger
             )
     except Exception as exc:
         # One speaker's failure is noted and the others continue.

@@ -20,7 +20,6 @@ from app.kit.sql import bump_identity
 from app.memory import runs, store
 from app.ops.import_plan import PRESENT, Existing, ImportReport, Plan, plan_import
 from app.ops.legacy import TRIGGER_PREFIX, LegacyData, LegacyLogRow, read_inputs
-from app.privacy.erasure import ACTOR as ERASURE_ACTOR
 from app.structured import episodes
 
 LOCK_NAMESPACE = "legacy-import"
@@ -42,7 +41,7 @@ async def load_existing(session: AsyncSession, data: LegacyData) -> Existing:
         view.history,
         view.imported_keys,
     )
-    found.erased_users = await store.erased_users(session, ERASURE_ACTOR)
+    found.erased_users = await store.erased_users(session)
     found.signal_ids, found.signal_keys = await signals.existing(
         session, [s.id for s in data.signals], [s.message_id for s in data.signals]
     )

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from app.memory.store import ACTIONS, ACTORS
+from app.vocabulary import Action, Actor
 
 TRIGGER_PREFIX = "import:"
 _MAX_ID = 2**63 - 1
@@ -290,8 +290,8 @@ def _log_row(n: int, row: Row) -> LegacyLogRow:
         id=f("id", _snowflake),
         memory_id=f("memory_id", _optional_snowflake),
         user_id=f("user_id", _snowflake),
-        actor=f("actor", _one_of(ACTORS)),
-        action=f("action", _one_of(ACTIONS)),
+        actor=f("actor", _one_of(tuple(Actor))),
+        action=f("action", _one_of(tuple(Action))),
         reason=f("reason", _optional_text) or "",
         before=f("before", _json),
         after=f("after", _json),

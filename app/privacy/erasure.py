@@ -34,11 +34,12 @@ from app.privacy import identity, register
 from app.privacy.register import ErasureRecord, RequestedBy, Status
 from app.services import Services
 from app.structured import episodes, observations, pins
+from app.vocabulary import Actor
 
 log = logging.getLogger(__name__)
 
 JOB_NAME = "erase_person"
-ACTOR = "forgetme"  # the ledger actor of every erasure, `!forgetme` or the admin's
+ACTOR = Actor.FORGETME  # the ledger actor of every erasure, `!forgetme` or the admin's
 RECEIPT_REASON = "erasure receipt"
 JOB_BUDGET_S = 60.0  # then the job hands over to a fresh one (ARQ kills jobs at 100 s)
 MAX_FAILURES = 8

@@ -34,6 +34,7 @@ from app.privacy import register
 from app.services import Services
 from app.structured import episodes, observations
 from app.structured.observations import Kind, ObservationRecord
+from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
 
@@ -401,6 +402,6 @@ async def _write_author(services: Services, batch: Batch, chunk: AuthorChunk) ->
     return await run_write_path(
         services,
         chunk.exchange,
-        actor="consolidation",
+        actor=Actor.CONSOLIDATION,
         trigger=trigger_for(batch.channel_id, chunk),
     )

@@ -16,6 +16,7 @@ from app.memory.recall import recall_for_prompt, render_memory_block
 from app.memory.records import turn_trigger
 from app.structured.episodes import recent_episodes
 from app.structured.pins import pinned_facts
+from app.vocabulary import Actor
 
 SUMMARY_EPISODES = 3
 # Participants beyond the speaker, in the order given (the lead passes newest author first):
@@ -79,7 +80,7 @@ async def prompt_memory(
     pins = await pinned_facts(session, channel_id, parent_id=parent_channel_id)
     trigger = turn_trigger(event_id) if event_id is not None else None
     memories = await recall_for_prompt(
-        session, user_ids=user_ids, place=place, actor="reply", trigger=trigger, query=query
+        session, user_ids=user_ids, place=place, actor=Actor.REPLY, trigger=trigger, query=query
     )
     block = render_memory_block(memories, names, dated=query is not None)
     blocks = [b for b in (render_pins(pins), block) if b]

@@ -11,8 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memory import store
 from app.memory.records import Why
+from app.vocabulary import Actor
 
-ACTOR = "retention"
+ACTOR = Actor.RETENTION
 REASON = "retention"
 # Deletes are cheap, but a night's ledger and summary stay readable; the rest go tomorrow.
 RETENTION_CAP = 1000
