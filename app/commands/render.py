@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from app.memory.records import LedgerRow, MemoryRecord, Origin, Provenance, SourceMessage
+from app.vocabulary import Action
 
 PREVIEW_CHARS = 80
 NO_MEMORIES = "I don't have any memories about you."
@@ -124,7 +125,7 @@ def provenance(found: Provenance, *, here: int | None) -> str:
         lines += [f"- {jump_link(s)}" for s in found.sources]
     else:
         lines.append("I have no record of the exact messages it came from.")
-    later = [row for row in found.changes if row.action != "add"]
+    later = [row for row in found.changes if row.action != Action.ADD]
     if later:
         lines.append("Changes since:")
         lines += [_change(row) for row in later]

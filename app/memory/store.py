@@ -948,11 +948,11 @@ async def run_entries(session: AsyncSession, run_id: int) -> list[LogEntry]:
 
 
 async def run_changes(
-    session: AsyncSession, run_id: int, actors: Sequence[str]
-) -> list[tuple[int, str, str]]:
-    """(memory id, action, reason) of every change the run made, in ledger order."""
+    session: AsyncSession, run_id: int, actors: Sequence[Actor]
+) -> list[tuple[int, Actor, Action]]:
+    """(memory id, actor, action) of every change the run made, in ledger order."""
     rows = await session.execute(
-        select(MemoryLog.memory_id, MemoryLog.action, MemoryLog.reason)
+        select(MemoryLog.memory_id, MemoryLog.actor, MemoryLog.action)
         .where(
             MemoryLog.run_id == run_id,
             MemoryLog.actor.in_(actors),
@@ -961,7 +961,7 @@ async def run_changes(
         )
         .order_by(MemoryLog.id)
     )
-    return [(int(memory_id), action, reason) for memory_id, action, reason in rows]
+    return [(int(memory_id), Actor(actor), Action(action)) for memory_id, actor, action in rows]
 
 
 async def forgotten(session: AsyncSession, entries: Sequence[LogEntry]) -> Forgotten:

@@ -8,7 +8,7 @@ and does nothing, so replays and retries are harmless."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -25,13 +25,11 @@ from app.kit.logs import log_context
 from app.kit.queue import JobQueue
 from app.kit.spend import Spend, spend_scope
 from app.memory import runs, store
-from app.memory.decay import DECAY_REASON
 from app.nightly.steps import RunView, StepResult, run_step
 from app.privacy import register
 from app.services import Services
 from app.structured.retention import ACTOR as RETENTION_ACTOR
-from app.structured.retention import REASON as RETENTION_REASON
-from app.vocabulary import Actor
+from app.vocabulary import Action, Actor
 
 logger = logging.getLogger(__name__)
 
@@ -167,25 +165,32 @@ async def _pending_run(sessions: SessionFactory, run_id: int, step: str) -> RunV
 # --- bookkeeping -------------------------------------------------------------------------
 
 
-def change_lists(changes: list[tuple[int, str, str]]) -> dict[str, list[int]]:
-    """Pure: the run's ledger changes as the summary's id lists."""
+def change_lists(
+    changes: list[tuple[int, Actor, Action]], stale: Collection[int]
+) -> dict[str, list[int]]:
+    """Pure: the run's ledger changes as the summary's id lists, by who made them and what
+    they did: retention's deletes expired; the run's deletes of the memories its decay
+    review was given (``stale``) decayed, its others deleted."""
     lists: dict[str, list[int]] = {name: [] for name in CHANGE_LISTS}
-    for memory_id, action, reason in changes:
-        if action == "delete" and reason == RETENTION_REASON:
+    for memory_id, actor, action in changes:
+        if action is Action.DELETE and actor is Actor.RETENTION:
             name = "expired"
-        elif action == "delete":
-            name = "decayed" if reason == DECAY_REASON else "deleted"
+        elif action is Action.DELETE:
+            name = "decayed" if memory_id in stale else "deleted"
         else:
-            name = "added" if action == "add" else "updated"
+            name = "added" if action is Action.ADD else "updated"
         if memory_id not in lists[name]:
             lists[name].append(memory_id)
     return lists
 
 
-async def run_changes(session: AsyncSession, run_id: int) -> dict[str, list[int]]:
+async def run_changes(
+    session: AsyncSession, run_id: int, progress: dict[str, Any]
+) -> dict[str, list[int]]:
     """The run's changes as the ledger has them: the summary's id lists."""
     actors = (ACTOR, RETENTION_ACTOR)
-    return change_lists(await store.run_changes(session, run_id, actors))
+    stale = set(progress.get("stale") or ())
+    return change_lists(await store.run_changes(session, run_id, actors), stale)
 
 
 def _add_spend(summary: dict[str, Any], spend: Spend) -> None:
@@ -211,7 +216,7 @@ async def _record(sessions: SessionFactory, run_id: int, result: StepResult, spe
             "next": result.next,
             "beat": utcnow().isoformat(),
         }
-        summary.update(await run_changes(session, run_id))
+        summary.update(await run_changes(session, run_id, summary["progress"]))
         values: dict[str, Any] = {"summary": summary}
         if result.diary is not None:
             values.update(await _diary(session, result, summary))
@@ -242,7 +247,7 @@ async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend)
         summary = dict(run.summary)
         _add_spend(summary, spend)
         summary["errors"] = [*summary.get("errors", []), error]
-        summary.update(await run_changes(session, run_id))
+        summary.update(await run_changes(session, run_id, summary.get("progress") or {}))
         await runs.save(session, run_id, summary=summary, status="failed", finished_at=utcnow())
     report_run("failed", summary)
 
@@ -282,7 +287,7 @@ async def resume_nightly_runs(
             summary = dict(run.summary)
             if progressed < now - GIVE_UP_AFTER:
                 summary["errors"] = [*summary.get("errors", []), "stalled: gave up resuming"]
-                summary.update(await run_changes(session, run.id))
+                summary.update(await run_changes(session, run.id, progress))
                 await runs.save(session, run.id, summary=summary, status="failed", finished_at=now)
                 continue
             resumes = int(progress.get("resumes", 0)) + 1

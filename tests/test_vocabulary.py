@@ -1,0 +1,66 @@
+"""The words the code branches on are spelled once (app/vocabulary.py): no other module of
+app/ writes a ledger actor, action or rollback skip reason as a string literal, so a rename
+is one edit that mypy follows everywhere."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from app.vocabulary import Action, Actor, NightlyStep, SkipReason, StepName
+
+APP = Path(__file__).resolve().parents[1] / "app"
+ACTORS = {a.value for a in Actor}
+ACTIONS = {a.value for a in Action}
+REASONS = {r.value for r in SkipReason}
+
+
+def _constant(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _named(node: ast.AST, names: set[str]) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr in names) or (
+        isinstance(node, ast.Name) and node.id in names
+    )
+
+
+def spelled_out(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, literal) of every actor, action or skip reason written as a string."""
+    words = ACTORS | ACTIONS
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        literals: list[str | None] = []
+        if isinstance(node, ast.Constant):
+            literals = [_constant(node)] if _constant(node) in REASONS else []
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_named(side, {"actor", "action"}) for side in sides):
+                literals = [t for side in sides if (t := _constant(side)) in words]
+        elif isinstance(node, ast.keyword) and node.arg in ("actor", "action"):
+            literals = [t] if (t := _constant(node.value)) in words else []
+        elif isinstance(node, ast.Call) and _named(node.func, {"Why"}) and node.args:
+            literals = [_constant(node.args[0])]
+        found += [(getattr(node, "lineno", 0), text) for text in literals if text is not None]
+    return found
+
+
+def test_no_module_but_the_vocabulary_spells_an_actor_action_or_skip_reason() -> None:
+    offenders = {
+        str(path.relative_to(APP)): hits
+        for path in APP.rglob("*.py")
+        if path.name != "vocabulary.py"
+        and (hits := spelled_out(ast.parse(path.read_text(), str(path))))
+    }
+    assert offenders == {}
+
+
+def test_the_check_itself_sees_a_spelled_out_actor() -> None:
+    sample = 'Why("nightly", "x")\nif row.action == "delete": pass\nf(actor="reply")\n'
+    assert [text for _, text in spelled_out(ast.parse(sample))] == ["nightly", "delete", "reply"]
+
+
+def test_a_nightly_step_reads_back_as_it_is_written() -> None:
+    for step in (NightlyStep(StepName.PLAN), NightlyStep(StepName.EXTRACT, 3)):
+        assert NightlyStep.parse(str(step)) == step
+    assert str(NightlyStep(StepName.DECAY, 2).next_batch()) == "decay:3"
