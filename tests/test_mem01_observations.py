@@ -22,6 +22,7 @@ from app.inbound.frames import (
     ReactionRemoveEmoji,
     parse_dispatch,
 )
+from app.memory.consent import Learning
 from app.models.structured import Observation
 from app.structured.observations import (
     EXCERPT_CHARS,
@@ -102,21 +103,21 @@ def gateway_events() -> list[Event]:
 
 async def route(sessions: SessionFactory, ev: Event, *, active: bool = True) -> None:
     """What the lead's event router does for each type, in one transaction."""
-    data = ev.data
+    data, learning = ev.data, Learning(active)
     async with unit_of_work(sessions) as session:
         match data:
             case MessageCreate():
-                await observe_message(session, data, ev.dedupe_id, active=active)
+                await observe_message(session, data, ev.dedupe_id, learning)
             case MessageUpdate():
-                await observe_edit(session, data, ev.dedupe_id, active=active)
+                await observe_edit(session, data, ev.dedupe_id, learning)
             case MessageDelete() | MessageDeleteBulk():
                 ids = [data.id] if isinstance(data, MessageDelete) else data.ids
                 await observe_deletes(
-                    session, data.channel_id, data.guild_id, ids, ev.dedupe_id, active=active
+                    session, data.channel_id, data.guild_id, ids, ev.dedupe_id, learning
                 )
             case ReactionAdd() | ReactionRemove() | ReactionRemoveAll() | ReactionRemoveEmoji():
                 await observe_reaction(
-                    session, ev.type, data, ev.dedupe_id, active=active, bot_user_id=BOT_ID
+                    session, ev.type, data, ev.dedupe_id, learning, bot_user_id=BOT_ID
                 )
 
 
@@ -163,7 +164,7 @@ async def test_mem01_each_event_kind_becomes_one_observation_row(
             bot_user_id=BOT_ID,
             content="Congratulations on Pochi!",
             event_id="bot:201",
-            active=True,
+            learning=Learning(True),
         )
 
     assert await rows(sessions) == [
@@ -200,7 +201,7 @@ async def test_mem01_replayed_events_insert_once(sessions: SessionFactory) -> No
                 bot_user_id=BOT_ID,
                 content="hi",
                 event_id="bot:201",
-                active=True,
+                learning=Learning(True),
             )
 
     assert len(first) == 9

@@ -19,6 +19,7 @@ from app.inbound.frames import (
     ReactionAdd,
     ReactionRemoveAll,
 )
+from app.memory.consent import Learning
 from app.models.memory import MemoryLog
 from app.models.structured import Observation
 from app.structured.consolidation import consolidate_channel, enqueue_if_due
@@ -50,7 +51,7 @@ async def count(sessions: SessionFactory, table: type[Observation] | type[Memory
 async def test_mem10_no_observation_is_written(
     settings: Settings, sessions: SessionFactory
 ) -> None:
-    active = off(settings).memory_active
+    learning = Learning.of(off(settings))
     message = MessageCreate.model_validate(
         {
             "id": "1",
@@ -68,7 +69,7 @@ async def test_mem10_no_observation_is_written(
 
     async with unit_of_work(sessions) as session:
         results = [
-            await observe_message(session, message, "1", active=active),
+            await observe_message(session, message, "1", learning),
             await observe_bot_message(
                 session,
                 message_id=2,
@@ -77,19 +78,19 @@ async def test_mem10_no_observation_is_written(
                 bot_user_id=BOT_ID,
                 content="hey",
                 event_id="bot:2",
-                active=active,
+                learning=learning,
             ),
-            await observe_edit(session, edit, "update:1:x", active=active),
-            await observe_deletes(session, CHANNEL, None, [1], "delete:1", active=active),
+            await observe_edit(session, edit, "update:1:x", learning),
+            await observe_deletes(session, CHANNEL, None, [1], "delete:1", learning),
             await observe_reaction(
-                session, EventType.MESSAGE_REACTION_ADD, reaction, "r:1", active=active
+                session, EventType.MESSAGE_REACTION_ADD, reaction, "r:1", learning
             ),
             await observe_reaction(
-                session, EventType.MESSAGE_REACTION_REMOVE_ALL, clear, "rc:1", active=active
+                session, EventType.MESSAGE_REACTION_REMOVE_ALL, clear, "rc:1", learning
             ),
         ]
 
-    assert active is False
+    assert learning.enabled is False
     assert not any(results)
     assert await count(sessions, Observation) == 0
 

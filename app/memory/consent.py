@@ -5,6 +5,7 @@ the person's lock); what is already remembered still serves their replies."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select
@@ -43,6 +44,22 @@ async def paused_since(session: AsyncSession, user_id: int) -> datetime | None:
         select(MemoryConsent.paused_at).where(MemoryConsent.user_id == user_id)
     )
     return paused
+
+
+@dataclass(frozen=True, slots=True)
+class Learning:
+    """The one rule for what may be recorded about a person for memory: the memory system is
+    on (MEM-10) and they have not paused learning. Built once at an entry point (an event's
+    job) and handed to the writers, which ask it rather than re-deciding."""
+
+    enabled: bool
+
+    @classmethod
+    def of(cls, settings: Settings) -> Learning:
+        return cls(settings.memory_active)
+
+    async def allows(self, session: AsyncSession, user_id: int) -> bool:
+        return self.enabled and await paused_since(session, user_id) is None
 
 
 async def paused_among(session: AsyncSession, user_ids: Collection[int]) -> set[int]:

@@ -26,6 +26,7 @@ from app.inbound.frames import (
     ReactionRemoveEmoji,
 )
 from app.kit.sql import any_array, replace_mentions_in
+from app.memory.consent import Learning
 from app.models.structured import Observation
 
 EXCERPT_CHARS = 200
@@ -53,6 +54,7 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 
 async def observe(
     session: AsyncSession,
+    learning: Learning,
     *,
     event_id: str,
     channel_id: int,
@@ -62,7 +64,10 @@ async def observe(
     message_id: int | None,
     content: str,
 ) -> bool:
-    """Insert one observation; False when ``event_id`` was already observed (a replay)."""
+    """Insert one observation, when ``learning`` allows one about ``user_id`` (memory on,
+    the person not paused); False when not, or when ``event_id`` was already observed."""
+    if not await learning.allows(session, user_id):
+        return False
     result = await session.execute(
         insert(Observation)
         .values(
@@ -81,13 +86,14 @@ async def observe(
 
 
 async def observe_message(
-    session: AsyncSession, message: MessageCreate, event_id: str, *, active: bool
+    session: AsyncSession, message: MessageCreate, event_id: str, learning: Learning
 ) -> bool:
     """A person's message. Bots (our own echo included) are not observed here."""
-    if not active or message.author.bot:
+    if message.author.bot:
         return False
     return await observe(
         session,
+        learning,
         event_id=event_id,
         channel_id=message.channel_id,
         guild_id=message.guild_id,
@@ -107,13 +113,12 @@ async def observe_bot_message(
     bot_user_id: int,
     content: str,
     event_id: str,
-    active: bool,
+    learning: Learning,
 ) -> bool:
     """One posted part of the bot's answer (``event_id`` e.g. ``bot:<message_id>``)."""
-    if not active:
-        return False
     return await observe(
         session,
+        learning,
         event_id=event_id,
         channel_id=channel_id,
         guild_id=guild_id,
@@ -125,10 +130,10 @@ async def observe_bot_message(
 
 
 async def observe_edit(
-    session: AsyncSession, edit: MessageUpdate, event_id: str, *, active: bool
+    session: AsyncSession, edit: MessageUpdate, event_id: str, learning: Learning
 ) -> bool:
     """An edit with new text; embed-only updates (no content) are not edits of anyone's words."""
-    if not active or edit.content is None:
+    if edit.content is None:
         return False
     if edit.author is not None:
         user_id = edit.author.id
@@ -136,6 +141,7 @@ async def observe_edit(
         user_id = (await message_authors(session, [edit.id])).get(edit.id, UNKNOWN_USER)
     return await observe(
         session,
+        learning,
         event_id=event_id,
         channel_id=edit.channel_id,
         guild_id=edit.guild_id,
@@ -152,20 +158,20 @@ async def observe_deletes(
     guild_id: int | None,
     ids: Sequence[int],
     event_id: str,
+    learning: Learning,
     authors: Mapping[int, int] | None = None,
-    *,
-    active: bool,
 ) -> int:
     """One row per deleted message, filed under its author (looked up when not given).
 
     Each row's event id is ``<event_id>:<message_id>`` so a bulk delete stays idempotent."""
-    if not active or not ids:
+    if not ids:
         return 0
     known = dict(authors) if authors is not None else await message_authors(session, ids)
     inserted = 0
     for message_id in dict.fromkeys(ids):
         inserted += await observe(
             session,
+            learning,
             event_id=f"{event_id}:{message_id}",
             channel_id=channel_id,
             guild_id=guild_id,
@@ -185,15 +191,13 @@ async def observe_reaction(
     event_type: EventType,
     data: ReactionEvent,
     event_id: str,
+    learning: Learning,
     *,
-    active: bool,
     bot_user_id: int | None = None,
 ) -> bool:
     """A reaction added, removed, or cleared. The bot's own reactions are echoes, not news.
 
     Clears name no actor, so they are filed under the reacted message's author."""
-    if not active:
-        return False
     match data:
         case ReactionAdd() | ReactionRemove():
             if bot_user_id is not None and data.user_id == bot_user_id:
@@ -209,6 +213,7 @@ async def observe_reaction(
             user_id = await _author_of(session, data.message_id)
     return await observe(
         session,
+        learning,
         event_id=event_id,
         channel_id=data.channel_id,
         guild_id=data.guild_id,

@@ -28,6 +28,7 @@ from app.inbound.frames import (
 )
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
+from app.memory.consent import Learning
 from app.privacy import register
 from app.privacy.identity import is_stub, without_reference_to
 from app.services import Services
@@ -148,16 +149,16 @@ async def _route(services: Services, event: Event, attempt: Attempt) -> None:
         await record_thread(services, data)
         return
     event_id = attempt.event_id
-    active = services.settings.memory_active
+    learning = Learning.of(services.settings)
     async with unit_of_work(services.sessions) as session:
         match data:
             case MessageUpdate():
                 await channel_log.apply_edit(session, data, utcnow())
-                await observations.observe_edit(session, data, event_id, active=active)
+                await observations.observe_edit(session, data, event_id, learning)
             case MessageDelete() | MessageDeleteBulk():
                 ids = [data.id] if isinstance(data, MessageDelete) else data.ids
                 await observations.observe_deletes(
-                    session, data.channel_id, data.guild_id, ids, event_id, active=active
+                    session, data.channel_id, data.guild_id, ids, event_id, learning
                 )
                 await channel_log.mark_deleted(session, ids, utcnow(), channel_id=data.channel_id)
             case _:
@@ -167,7 +168,7 @@ async def _route(services: Services, event: Event, attempt: Attempt) -> None:
                     event.type,
                     data,
                     event_id,
-                    active=active,
+                    learning,
                     bot_user_id=services.bot_user_id,
                 )
     await consolidation.enqueue_if_due(services, data.channel_id)

@@ -38,6 +38,7 @@ from app.inbound.steps import Step
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.memory import consent, runs
+from app.memory.consent import Learning
 from app.memory.jobs import REMEMBER, remember_job_id
 from app.memory.recall import recall_query
 from app.persona import load_persona
@@ -173,8 +174,9 @@ async def log_message(
         if logged.content != message.content:
             message = message.model_copy(update={"content": logged.content})
         command = parse_command(message.content, services.bot_user_id)
-        active = command is None and services.settings.memory_active and not paused
-        await observations.observe_message(session, message, attempt.event_id, active=active)
+        if command is None:  # a command is not something the person said
+            learning = Learning.of(services.settings)
+            await observations.observe_message(session, message, attempt.event_id, learning)
     return message, command
 
 
@@ -664,7 +666,11 @@ async def _log_reply(
 ) -> None:
     """The posted parts in the channel log (and as observations, unless blank)."""
     now = utcnow()
-    active = services.settings.memory_active and bool(text)
+    # The answer to someone who paused learning is no more observed than what they said.
+    observed = bool(text) and await Learning.of(services.settings).allows(
+        session, message.author.id
+    )
+    learning = Learning(observed)
     parts = split_message(text) if text else [""] * len(ids)
     for message_id, part in zip(ids, parts, strict=False):
         await observations.observe_bot_message(
@@ -675,7 +681,7 @@ async def _log_reply(
             bot_user_id=services.bot_user_id,
             content=part,
             event_id=f"bot:{message_id}",
-            active=active,
+            learning=learning,
         )
         await channel_log.log_bot_message(
             session,
