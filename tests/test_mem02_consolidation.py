@@ -17,6 +17,7 @@ from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
+from app.memory.consent import Learning
 from app.models.memory import MemoryLog
 from app.models.messages import Message
 from app.structured.consolidation import (
@@ -87,6 +88,7 @@ async def chat(sessions: SessionFactory) -> None:
     async with unit_of_work(sessions) as session:
         await observe(
             session,
+            Learning(True),
             event_id="reaction:1:22:👍:add",
             channel_id=CHANNEL,
             guild_id=1,
@@ -102,6 +104,7 @@ async def chat(sessions: SessionFactory) -> None:
         row.deleted_at = row.created_at
         await observe(
             session,
+            Learning(True),
             event_id="delete:4",
             channel_id=CHANNEL,
             guild_id=1,
@@ -262,6 +265,7 @@ async def test_mem02_one_run_reads_a_capped_batch_oldest_first(env: MemoryEnv) -
         for n in range(MAX_OBSERVATIONS + 5):
             await observe(
                 session,
+                Learning(True),
                 event_id=f"reaction:{n}",
                 channel_id=CHANNEL,
                 guild_id=1,

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from app.chat.fake import Reply, Text
 from app.db import SessionFactory, unit_of_work
+from app.memory.consent import Learning
 from app.models.structured import Episode, Observation
 from app.structured.consolidation import EPISODE_SYSTEM
 from app.structured.observations import Kind, observe
@@ -44,6 +45,7 @@ async def say(
     async with unit_of_work(sessions) as session:
         await observe(
             session,
+            Learning(True),
             event_id=f"bot:{id}" if is_bot else str(id),
             channel_id=channel_id,
             guild_id=1,

@@ -57,6 +57,11 @@ async def idle_worker(
         )
         yield worker
     finally:
+        # A job that just ran may still be reporting its result to Redis: let it end, so
+        # closing the worker never cancels it mid-report.
+        ongoing = [task for task in worker.tasks.values() if not task.done()]
+        if ongoing:
+            await asyncio.wait(ongoing, timeout=10)
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
         await worker.close()
