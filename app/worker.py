@@ -15,11 +15,12 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from datetime import timedelta, timezone
-from typing import Any, TypedDict, cast
+from typing import Any, ParamSpec, TypedDict, cast
 
 from arq import cron, func
 from arq.connections import ArqRedis
 from arq.cron import CronJob
+from arq.typing import WorkerCoroutine
 from arq.worker import Function
 
 from app.channel.log import prune_tombstones
@@ -32,7 +33,6 @@ from app.inbound.inbox import (
     prune_inbox,
     sweep_inbox,
 )
-from app.inbound.steps import PostedReply
 from app.kit.arqueue import ArqQueue, dump_job, load_job, redis_client
 from app.kit.arqworker import REDIS_FAILURES, ResilientWorker
 from app.kit.clock import utcnow
@@ -40,17 +40,20 @@ from app.kit.heap import freeze_startup_objects
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.kit.probes import start_probe_server
+from app.kit.queue import Job
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
 from app.memory.ledger_retention import redact_old_ledger_content
 from app.nightly import run as nightly
+from app.nightly.run import NIGHTLY_STEP
 from app.privacy import erasure
+from app.privacy.erasure import ERASE
 from app.services import Services
-from app.structured.consolidation import JOB_NAME as CONSOLIDATE
-from app.structured.consolidation import consolidate_channel
+from app.structured.consolidation import CONSOLIDATE
 from app.turn.events import handle_event
 from app.wiring import open_services
 
+P = ParamSpec("P")
 JOB_TIMEOUT_S = 100
 JST = timezone(timedelta(hours=9))
 
@@ -91,31 +94,14 @@ async def process_event(ctx: dict[str, Any], event_id: str) -> None:
     await handle_event(_services(ctx), event_id, deadline=deadline)
 
 
-@instrumented("remember")
-async def remember(
-    ctx: dict[str, Any],
-    channel_id: int,
-    trigger_message_id: int,
-    reply_message_id: int | None,
-    speaker_id: int,
-) -> None:
-    reply = PostedReply(trigger_message_id, channel_id, speaker_id, reply_message_id)
-    await memory_jobs.remember_after_reply(_services(ctx), reply)
+def _task(job: Job[P], metric: str) -> WorkerCoroutine:
+    """ARQ's function for ``job``: its body with this worker's services, instrumented."""
 
+    @instrumented(metric)
+    async def run(ctx: dict[str, Any], *args: P.args, **kwargs: P.kwargs) -> None:
+        await job.body(_services(ctx), *args, **kwargs)
 
-@instrumented("consolidate")
-async def consolidate(ctx: dict[str, Any], channel_id: int) -> None:
-    await consolidate_channel(_services(ctx), channel_id)
-
-
-@instrumented("nightly_step")
-async def nightly_step(ctx: dict[str, Any], run_id: int, step: str) -> None:
-    await nightly.nightly_step(_services(ctx), run_id, step)
-
-
-@instrumented("erase_person")
-async def erase_person(ctx: dict[str, Any], erasure_id: int) -> None:
-    await erasure.run_erasure(_services(ctx), erasure_id)
+    return run
 
 
 @instrumented("start_night")
@@ -165,10 +151,15 @@ POLL_DELAY_S = 0.5  # only the fallback poll: every enqueue wakes the workers at
 def _functions() -> list[Function]:
     return [
         func(process_event, name=PROCESS_EVENT, timeout=JOB_TIMEOUT_S, keep_result=0),
-        func(remember, name=REMEMBER, timeout=JOB_TIMEOUT_S, keep_result=0),
-        func(nightly_step, name=nightly.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
-        func(consolidate, name=CONSOLIDATE, timeout=JOB_TIMEOUT_S, keep_result=0),
-        func(erase_person, name=erasure.JOB_NAME, timeout=JOB_TIMEOUT_S, keep_result=0),
+        *(
+            func(_task(job, metric), name=job.name, timeout=JOB_TIMEOUT_S, keep_result=0)
+            for job, metric in (
+                (REMEMBER, "remember"),
+                (NIGHTLY_STEP, "nightly_step"),
+                (CONSOLIDATE, "consolidate"),
+                (ERASE, "erase_person"),
+            )
+        ),
     ]
 
 

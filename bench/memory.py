@@ -53,7 +53,12 @@ class NoQueue:
     """The write path enqueues nothing; the seam is only filled because Services needs one."""
 
     async def enqueue(
-        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+        self,
+        job: str,
+        *args: object,
+        job_id: str | None = None,
+        defer_s: float = 0,
+        **kwargs: object,
     ) -> bool:
         return True
 

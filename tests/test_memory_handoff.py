@@ -30,7 +30,12 @@ class LosingQueue:
     """Redis that accepts jobs and then loses them."""
 
     async def enqueue(
-        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+        self,
+        job: str,
+        *args: object,
+        job_id: str | None = None,
+        defer_s: float = 0,
+        **kwargs: object,
     ) -> bool:
         return True
 

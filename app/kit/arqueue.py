@@ -83,10 +83,17 @@ class ArqQueue:
         self._enqueue_many = redis.register_script(_ENQUEUE_MANY)
 
     async def enqueue(
-        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+        self,
+        job: str,
+        *args: object,
+        job_id: str | None = None,
+        defer_s: float = 0,
+        **kwargs: object,
     ) -> bool:
         defer = timedelta(seconds=defer_s) if defer_s > 0 else None
-        if await self.redis.enqueue_job(job, *args, _job_id=job_id, _defer_by=defer) is None:
+        given: dict[str, Any] = dict(kwargs)  # the job's own keyword arguments
+        queued = await self.redis.enqueue_job(job, *args, _job_id=job_id, _defer_by=defer, **given)
+        if queued is None:
             return False
         # Queued all the same if this fails: a worker's fallback poll finds it.
         with contextlib.suppress(RedisError, OSError):

@@ -13,13 +13,12 @@ from app.db import unit_of_work
 from app.inbound import steps
 from app.inbound.steps import PostedReply, Step
 from app.kit.logs import log_context
+from app.kit.queue import Job, JobQueue
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.services import Services
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
-
-REMEMBER = "remember_after_reply"
 
 
 def remember_job_id(trigger_message_id: int) -> str:
@@ -69,6 +68,32 @@ async def _extract(services: Services, reply: PostedReply) -> WriteOutcome:
         return outcome
 
 
+async def _remember_job(
+    services: Services,
+    *,
+    channel_id: int,
+    trigger_message_id: int,
+    reply_message_id: int | None,
+    speaker_id: int,
+) -> WriteOutcome:
+    reply = PostedReply(trigger_message_id, channel_id, speaker_id, reply_message_id)
+    return await remember_after_reply(services, reply)
+
+
+REMEMBER = Job("remember_after_reply", _remember_job)
+
+
+async def enqueue_remember(queue: JobQueue, reply: PostedReply) -> bool:
+    """Step 11's job for a posted reply (once per trigger: the job id)."""
+    send = REMEMBER.send(queue, remember_job_id(reply.trigger_message_id))
+    return await send(
+        channel_id=reply.channel_id,
+        trigger_message_id=reply.trigger_message_id,
+        reply_message_id=reply.reply_message_id,
+        speaker_id=reply.speaker_id,
+    )
+
+
 async def resume_lost_memory_jobs(
     services: Services, *, grace_s: float = 180.0, limit: int = 200
 ) -> int:
@@ -79,14 +104,7 @@ async def resume_lost_memory_jobs(
     async with services.sessions() as session:
         lost = await steps.replies_not_remembered(session, grace_s=grace_s, limit=limit)
     for reply in lost:
-        await services.queue.enqueue(
-            REMEMBER,
-            reply.channel_id,
-            reply.trigger_message_id,
-            reply.reply_message_id,
-            reply.speaker_id,
-            job_id=remember_job_id(reply.trigger_message_id),
-        )
+        await enqueue_remember(services.queue, reply)
     if lost:
         logger.info("lost memory jobs re-enqueued", extra={"count": len(lost)})
     return len(lost)

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import jst_day, previous_day_window, utcnow
 from app.kit.logs import log_context
-from app.kit.queue import JobQueue
+from app.kit.queue import Job, JobQueue
 from app.kit.spend import Spend, spend_scope
 from app.memory import runs, store
 from app.nightly.steps import RunView, StepResult, run_step
@@ -97,9 +97,7 @@ async def start_nightly_run(
                 return AlreadyRan(run_id, day)
         logger.info("nightly run started", extra={"run_id": run_id, "day": day.isoformat()})
         try:
-            await queue.enqueue(
-                JOB_NAME, run_id, FIRST_STEP, job_id=step_job_id(run_id, FIRST_STEP)
-            )
+            await NIGHTLY_STEP.send(queue, step_job_id(run_id, FIRST_STEP))(run_id, FIRST_STEP)
         except Exception:
             logger.warning("nightly run not queued; the sweeper will resume it", exc_info=True)
             return Started(run_id, day, queued=False)
@@ -145,10 +143,12 @@ async def nightly_step(services: Services, run_id: int, step: str) -> str | None
                     return None
             await _record(services.sessions, run_id, result, spend)
         if result.next is not None:
-            await services.queue.enqueue(
-                JOB_NAME, run_id, result.next, job_id=step_job_id(run_id, result.next)
-            )
+            send = NIGHTLY_STEP.send(services.queue, step_job_id(run_id, result.next))
+            await send(run_id, result.next)
         return result.next
+
+
+NIGHTLY_STEP = Job(JOB_NAME, nightly_step)
 
 
 async def _pending_run(sessions: SessionFactory, run_id: int, step: str) -> RunView | None:
@@ -297,7 +297,7 @@ async def resume_nightly_runs(
             resumed.append((run.id, str(progress["next"])))
     for run_id, step in resumed:
         job_id = f"{step_job_id(run_id, step)}:resume{now.timestamp():.0f}"
-        await queue.enqueue(JOB_NAME, run_id, step, job_id=job_id)
+        await NIGHTLY_STEP.send(queue, job_id)(run_id, step)
     return [run_id for run_id, _ in resumed]
 
 

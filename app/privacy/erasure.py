@@ -27,7 +27,7 @@ from app.db import SessionFactory, unit_of_work
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.inbound import inbox, steps
 from app.inbound.frames import EventType
-from app.kit.queue import JobQueue
+from app.kit.queue import Job, JobQueue
 from app.memory import consent, runs, store
 from app.memory.records import Why, turn_of
 from app.privacy import identity, register
@@ -165,7 +165,7 @@ async def start_erasure(
 async def _enqueue(queue: JobQueue, erasure: ErasureRecord, *, defer_s: float = 0) -> None:
     jobs = Progress.model_validate(erasure.progress).jobs
     try:
-        await queue.enqueue(JOB_NAME, erasure.id, job_id=job_id(erasure.id, jobs), defer_s=defer_s)
+        await ERASE.send(queue, job_id(erasure.id, jobs), defer_s=defer_s)(erasure.id)
     except Exception as exc:
         log.warning("erasure job not enqueued", extra={"error": type(exc).__name__})
 
@@ -196,6 +196,9 @@ async def run_erasure(services: Services, erasure_id: int) -> ErasureRecord | No
         except Exception as exc:
             await _note_failure(services, erasure_id, type(exc).__name__)
             raise
+
+
+ERASE = Job(JOB_NAME, run_erasure)
 
 
 async def _run(services: Services, erasure_id: int, deadline: float) -> ErasureRecord | None:

@@ -28,6 +28,7 @@ from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
+from app.kit.queue import Job
 from app.memory import consent
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.privacy import register
@@ -86,7 +87,7 @@ async def enqueue_if_due(services: Services, channel_id: int) -> bool:
     if not due:
         return False
     try:
-        return await services.queue.enqueue(JOB_NAME, channel_id, job_id=job_id(channel_id))
+        return await CONSOLIDATE.send(services.queue, job_id(channel_id))(channel_id)
     except Exception as exc:
         # The observations are durable: the channel's next event triggers again.
         logger.warning("consolidation not enqueued", extra={"error": type(exc).__name__})
@@ -116,6 +117,9 @@ async def consolidate_channel(services: Services, channel_id: int) -> Consolidat
             },
         )
         return outcome
+
+
+CONSOLIDATE = Job(JOB_NAME, consolidate_channel)
 
 
 @asynccontextmanager

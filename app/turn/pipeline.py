@@ -34,12 +34,12 @@ from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.inbound import steps
 from app.inbound.frames import Attachment, MessageCreate
-from app.inbound.steps import Step
+from app.inbound.steps import PostedReply, Step
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.memory import consent, runs
 from app.memory.consent import Learning
-from app.memory.jobs import REMEMBER, remember_job_id
+from app.memory.jobs import enqueue_remember
 from app.memory.recall import recall_query
 from app.persona import load_persona
 from app.privacy import register
@@ -704,13 +704,9 @@ async def remember(services: Services, message: MessageCreate, reply: Reply, eve
     if reply.failed or not services.settings.memory_active:
         return
     try:
-        await services.queue.enqueue(
-            REMEMBER,
-            message.channel_id,
-            message.id,
-            reply.message_ids[-1],
-            message.author.id,
-            job_id=remember_job_id(message.id),
+        posted = PostedReply(
+            message.id, message.channel_id, message.author.id, reply.message_ids[-1]
         )
+        await enqueue_remember(services.queue, posted)
     except Exception as exc:
         log.warning("memory job not enqueued", extra={"error": type(exc).__name__})

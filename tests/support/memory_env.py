@@ -40,7 +40,12 @@ class RecordingQueue:
     jobs: list[tuple[str, tuple[object, ...], str | None]] = field(default_factory=list)
 
     async def enqueue(
-        self, job: str, *args: object, job_id: str | None = None, defer_s: float = 0
+        self,
+        job: str,
+        *args: object,
+        job_id: str | None = None,
+        defer_s: float = 0,
+        **kwargs: object,
     ) -> bool:
         self.jobs.append((job, args, job_id))
         return True
