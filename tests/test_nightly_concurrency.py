@@ -17,6 +17,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.kit.clock import utcnow
+from app.nightly.progress import Chunk
 from app.nightly.run import Started, nightly_step, start_nightly_run
 from app.nightly.steps import plan_waves
 from tests.support.memory_env import fact, ledger_rows, memories_of, memory_env
@@ -26,9 +27,9 @@ from tests.test_nightly_run import PERSONA, Night, responder
 SPEAKERS = {11: "Alice", 22: "Bob", 33: "Carol"}
 
 
-def chunks_of(counts: dict[str, int]) -> list[dict[str, Any]]:
+def chunks_of(counts: dict[str, int]) -> list[Chunk]:
     return [
-        {"speaker": speaker, "index": n, "messages": []}
+        Chunk(speaker=speaker, index=n, messages=[])
         for speaker, count in counts.items()
         for n in range(count)
     ]
@@ -42,12 +43,10 @@ def test_waves_hold_at_most_the_cap_one_chunk_per_speaker_each_speaker_in_order(
     assert sorted(i for wave in waves for i in wave) == list(range(len(chunks)))
     assert all(len(wave) <= 3 for wave in waves)
     for wave in waves:
-        speakers = [chunks[i]["speaker"] for i in wave]
+        speakers = [chunks[i].speaker for i in wave]
         assert len(speakers) == len(set(speakers))
     for speaker in "abcdef":
-        order = [
-            chunks[i]["index"] for wave in waves for i in wave if chunks[i]["speaker"] == speaker
-        ]
+        order = [chunks[i].index for wave in waves for i in wave if chunks[i].speaker == speaker]
         assert order == sorted(order)
     assert len(waves) == 6  # 17 chunks in 3 lanes: 6 deep at best (5 + 1, 5 + 1, 3 + 2)
 

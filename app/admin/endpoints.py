@@ -37,6 +37,7 @@ from app.memory.rollback import (
     RunNotFound,
     rollback_run,
 )
+from app.nightly.progress import Progress
 from app.nightly.run import AlreadyRan, start_nightly_run
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)
@@ -134,13 +135,13 @@ async def get_run(sessions: Sessions, run_id: RunId) -> NightlyRunBody:
 
 def _run_body(run: runs.Run, style: runs.Style | None) -> NightlyRunBody:
     summary = dict(run.summary or {})
-    progress = summary.get("progress") or {}
+    pending = Progress.of(summary).next
     return NightlyRunBody(
         id=run.id,
         run_id=run.id,
         day=run.day,
         status=run.status,
-        step=progress.get("next") if run.status == "running" else None,
+        step=str(pending) if run.status == "running" and pending is not None else None,
         window_start=run.window_start,
         window_end=run.window_end,
         diary=run.diary,

@@ -2,8 +2,8 @@
 
 ``plan`` → ``extract:<n>`` (one chunk each) → ``retention`` (MEM-06, when configured) →
 ``decay:<n>`` (five reviews each) → ``diary`` → ``style`` → ``finish``. The run row's
-``summary.progress.next`` names the one pending step; a job for any other step is a duplicate
-and does nothing, so replays and retries are harmless."""
+``summary.progress.next`` (app/nightly/progress.py) names the one pending step; a job for any
+other step is a duplicate and does nothing, so replays and retries are harmless."""
 
 from __future__ import annotations
 
@@ -25,17 +25,17 @@ from app.kit.logs import log_context
 from app.kit.queue import Job, JobQueue
 from app.kit.spend import Spend, spend_scope
 from app.memory import runs, store
+from app.nightly.progress import FIRST_STEP, Progress
 from app.nightly.steps import RunView, StepResult, run_step
 from app.privacy import register
 from app.services import Services
 from app.structured.retention import ACTOR as RETENTION_ACTOR
-from app.vocabulary import Action, Actor
+from app.vocabulary import Action, Actor, NightlyStep
 
 logger = logging.getLogger(__name__)
 
 JOB_NAME = "nightly_step"
 ACTOR = Actor.NIGHTLY  # the ledger actor of the run's extraction and decay
-FIRST_STEP = "plan"
 # A running run whose last step ended longer ago than this has lost its chain (a job died
 # after its commit, or Redis refused the next enqueue): the sweeper re-enqueues the step.
 STALL_AFTER = timedelta(minutes=3)
@@ -45,7 +45,7 @@ COUNTERS = ("decision_calls", "model_calls", "input_tokens", "output_tokens")
 CHANGE_LISTS = ("added", "updated", "deleted", "decayed", "expired")
 
 
-def step_job_id(run_id: int, step: str) -> str:
+def step_job_id(run_id: int, step: NightlyStep) -> str:
     return f"nightly:{run_id}:{step}"
 
 
@@ -54,7 +54,7 @@ def empty_summary() -> dict[str, Any]:
         **{name: [] for name in CHANGE_LISTS},
         "errors": [],
         **dict.fromkeys(COUNTERS, 0),
-        "progress": {"next": FIRST_STEP, "resumes": 0},
+        "progress": Progress().stored(),
     }
 
 
@@ -97,7 +97,8 @@ async def start_nightly_run(
                 return AlreadyRan(run_id, day)
         logger.info("nightly run started", extra={"run_id": run_id, "day": day.isoformat()})
         try:
-            await NIGHTLY_STEP.send(queue, step_job_id(run_id, FIRST_STEP))(run_id, FIRST_STEP)
+            send = NIGHTLY_STEP.send(queue, step_job_id(run_id, FIRST_STEP))
+            await send(run_id, str(FIRST_STEP))
         except Exception:
             logger.warning("nightly run not queued; the sweeper will resume it", exc_info=True)
             return Started(run_id, day, queued=False)
@@ -125,39 +126,47 @@ async def _run_lock(sessions: SessionFactory, run_id: int) -> AsyncIterator[bool
 
 
 async def nightly_step(services: Services, run_id: int, step: str) -> str | None:
-    """Do ``step`` of run ``run_id`` if it is the pending one; enqueue and return the next."""
+    """Do ``step`` of run ``run_id`` if it is the pending one; enqueue and return the next.
+
+    The step travels as its text (``extract:3``): a job's arguments are JSON."""
     with log_context(run_id=run_id, nightly_step=step):
+        try:
+            pending = NightlyStep.parse(step)
+        except ValueError:
+            logger.error("nightly step job for an unknown step: dropped")
+            return None
         async with _run_lock(services.sessions, run_id) as held:
             if not held:
                 logger.info("nightly step skipped: another worker holds the run")
                 return None
-            run = await _pending_run(services.sessions, run_id, step)
+            run = await _pending_run(services.sessions, run_id, pending)
             if run is None:
                 return None
             with spend_scope() as spend:
                 try:
-                    result = await run_step(services, run, step)
+                    result = await run_step(services, run, pending)
                 except Exception as exc:
                     logger.exception("nightly step crashed; the run is marked failed")
                     await _fail(services.sessions, run_id, f"{step}: {type(exc).__name__}", spend)
                     return None
             await _record(services.sessions, run_id, result, spend)
-        if result.next is not None:
-            send = NIGHTLY_STEP.send(services.queue, step_job_id(run_id, result.next))
-            await send(run_id, result.next)
-        return result.next
+        if result.next is None:
+            return None
+        send = NIGHTLY_STEP.send(services.queue, step_job_id(run_id, result.next))
+        await send(run_id, str(result.next))
+        return str(result.next)
 
 
 NIGHTLY_STEP = Job(JOB_NAME, nightly_step)
 
 
-async def _pending_run(sessions: SessionFactory, run_id: int, step: str) -> RunView | None:
+async def _pending_run(sessions: SessionFactory, run_id: int, step: NightlyStep) -> RunView | None:
     async with sessions() as session:
         run = await runs.get(session, run_id)
     if run is None or run.status != "running" or run.rolled_back_at is not None:
         return None
-    progress: dict[str, Any] = dict(run.summary.get("progress", {}))
-    if progress.get("next") != step or run.window_start is None or run.window_end is None:
+    progress = Progress.of(run.summary)
+    if progress.next != step or run.window_start is None or run.window_end is None:
         return None  # a duplicate or stale job: that step is done (or not yet due)
     return RunView(run.id, run.window_start, run.window_end, progress)
 
@@ -185,11 +194,11 @@ def change_lists(
 
 
 async def run_changes(
-    session: AsyncSession, run_id: int, progress: dict[str, Any]
+    session: AsyncSession, run_id: int, progress: Progress
 ) -> dict[str, list[int]]:
     """The run's changes as the ledger has them: the summary's id lists."""
     actors = (ACTOR, RETENTION_ACTOR)
-    stale = set(progress.get("stale") or ())
+    stale = set(progress.stale or ())
     return change_lists(await store.run_changes(session, run_id, actors), stale)
 
 
@@ -210,13 +219,11 @@ async def _record(sessions: SessionFactory, run_id: int, result: StepResult, spe
         summary = dict(run.summary)
         _add_spend(summary, spend)
         summary["errors"] = [*summary.get("errors", []), *result.errors]
-        summary["progress"] = {
-            **summary.get("progress", {}),
-            **result.progress,
-            "next": result.next,
-            "beat": utcnow().isoformat(),
-        }
-        summary.update(await run_changes(session, run_id, summary["progress"]))
+        progress = (result.progress or Progress.of(summary)).model_copy(
+            update={"next": result.next, "beat": utcnow()}
+        )
+        summary["progress"] = progress.stored()
+        summary.update(await run_changes(session, run_id, progress))
         values: dict[str, Any] = {"summary": summary}
         if result.diary is not None:
             values.update(await _diary(session, result, summary))
@@ -247,7 +254,7 @@ async def _fail(sessions: SessionFactory, run_id: int, error: str, spend: Spend)
         summary = dict(run.summary)
         _add_spend(summary, spend)
         summary["errors"] = [*summary.get("errors", []), error]
-        summary.update(await run_changes(session, run_id, summary.get("progress") or {}))
+        summary.update(await run_changes(session, run_id, Progress.of(summary)))
         await runs.save(session, run_id, summary=summary, status="failed", finished_at=utcnow())
     report_run("failed", summary)
 
@@ -276,13 +283,14 @@ async def resume_nightly_runs(
 
     A cron calls this every minute. A resumed step that is in fact queued or running is
     harmless: it waits for the run lock, then finds its step no longer pending."""
-    resumed: list[tuple[int, str]] = []
+    resumed: list[tuple[int, NightlyStep]] = []
     async with unit_of_work(sessions) as session:
         for run in await runs.running_unlocked(session):
-            progress = dict(run.summary.get("progress", {}))
-            progressed = _moment(progress.get("beat")) or run.started_at
-            touched = max(progressed, _moment(progress.get("resumed_at")) or progressed)
-            if touched > now - STALL_AFTER or progress.get("next") is None:
+            progress = Progress.of(run.summary)
+            progressed = progress.beat or run.started_at
+            touched = max(progressed, progress.resumed_at or progressed)
+            pending = progress.next
+            if touched > now - STALL_AFTER or pending is None:
                 continue
             summary = dict(run.summary)
             if progressed < now - GIVE_UP_AFTER:
@@ -290,16 +298,13 @@ async def resume_nightly_runs(
                 summary.update(await run_changes(session, run.id, progress))
                 await runs.save(session, run.id, summary=summary, status="failed", finished_at=now)
                 continue
-            resumes = int(progress.get("resumes", 0)) + 1
-            progress.update(resumes=resumes, resumed_at=now.isoformat())
-            summary["progress"] = progress
+            progress = progress.model_copy(
+                update={"resumes": progress.resumes + 1, "resumed_at": now}
+            )
+            summary["progress"] = progress.stored()
             await runs.save(session, run.id, summary=summary)
-            resumed.append((run.id, str(progress["next"])))
+            resumed.append((run.id, pending))
     for run_id, step in resumed:
         job_id = f"{step_job_id(run_id, step)}:resume{now.timestamp():.0f}"
-        await NIGHTLY_STEP.send(queue, job_id)(run_id, step)
+        await NIGHTLY_STEP.send(queue, job_id)(run_id, str(step))
     return [run_id for run_id, _ in resumed]
-
-
-def _moment(value: object) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from app.channel import log as channel_log
 from app.channel import signals
@@ -26,11 +25,12 @@ from app.memory import consent, runs
 from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
 from app.memory.write_path import run_write_path
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
+from app.nightly.progress import Chunk, Progress
 from app.nightly.style import SIGNAL_CAP, current_style, revise_style
 from app.privacy import register
 from app.services import Services
 from app.structured.retention import purge_expired
-from app.vocabulary import Actor
+from app.vocabulary import Actor, NightlyStep, StepName
 
 logger = logging.getLogger(__name__)
 
@@ -46,43 +46,44 @@ class RunView:
     id: int
     window_start: datetime
     window_end: datetime
-    progress: dict[str, Any]
+    progress: Progress
 
 
 @dataclass
 class StepResult:
-    next: str | None
+    """``progress`` is the run's progress after the step (None: unchanged but for ``next``)."""
+
+    next: NightlyStep | None
     errors: list[str] = field(default_factory=list)
-    progress: dict[str, Any] = field(default_factory=dict)
+    progress: Progress | None = None
     diary: str | None = None
     # Provenance of the diary: the authors it was written from, and when they were read.
     diary_sources: list[int] = field(default_factory=list)
     read_at: datetime | None = None
 
 
-def parse_step(step: str) -> tuple[str, int]:
-    name, _, index = step.partition(":")
-    return name, int(index) if index else 0
+RETENTION = NightlyStep(StepName.RETENTION)
+DIARY = NightlyStep(StepName.DIARY)
+STYLE = NightlyStep(StepName.STYLE)
+FINISH = NightlyStep(StepName.FINISH)
 
 
-async def run_step(services: Services, run: RunView, step: str) -> StepResult:
-    name, index = parse_step(step)
-    match name:
-        case "plan":
+async def run_step(services: Services, run: RunView, step: NightlyStep) -> StepResult:
+    match step.name:
+        case StepName.PLAN:
             return await plan(services, run)
-        case "extract":
-            return await extract(services, run, index)
-        case "retention":
+        case StepName.EXTRACT:
+            return await extract(services, run, step)
+        case StepName.RETENTION:
             return await retention(services, run)
-        case "decay":
-            return await decay(services, run, index)
-        case "diary":
+        case StepName.DECAY:
+            return await decay(services, run, step)
+        case StepName.DIARY:
             return await diary(services, run)
-        case "style":
+        case StepName.STYLE:
             return await style(services, run)
-        case "finish":
+        case StepName.FINISH:
             return StepResult(next=None)
-    raise ValueError(f"unknown nightly step {step!r}")
 
 
 # --- extraction --------------------------------------------------------------------------
@@ -108,14 +109,14 @@ def plan_chunks(messages: Iterable[LoggedMessage]) -> dict[int, list[list[Logged
     }
 
 
-def plan_waves(chunks: Sequence[Mapping[str, Any]], concurrency: int) -> list[list[int]]:
+def plan_waves(chunks: Sequence[Chunk], concurrency: int) -> list[list[int]]:
     """Pure: the chunks' indices in waves of at most ``concurrency``, one chunk per speaker per
     wave, each speaker's chunks in their order. Speakers are dealt, busiest first, to the
     least loaded of ``concurrency`` lanes, each lane doing its speakers one after another;
     wave n is every lane's n-th chunk, so the waves are about as few as the cap allows."""
     by_speaker: dict[str, list[int]] = {}
     for index, chunk in enumerate(chunks):
-        by_speaker.setdefault(str(chunk["speaker"]), []).append(index)
+        by_speaker.setdefault(chunk.speaker, []).append(index)
     lanes: list[list[int]] = [[] for _ in range(max(1, concurrency))]
     for _, indices in sorted(by_speaker.items(), key=lambda item: (-len(item[1]), item[0])):
         min(lanes, key=len).extend(indices)
@@ -126,7 +127,8 @@ def plan_waves(chunks: Sequence[Mapping[str, Any]], concurrency: int) -> list[li
 async def plan(services: Services, run: RunView) -> StepResult:
     if not services.settings.memory_active:
         # MEM-10: memory off means no extraction and no decay; diary and style still run.
-        return StepResult(next="retention", progress={"chunks": [], "memory": "off"})
+        progress = run.progress.model_copy(update={"chunks": [], "memory_off": True})
+        return StepResult(next=RETENTION, progress=progress)
     async with services.sessions() as session:
         # Only each speaker's newest few: a busy day's older lines would be dropped by the
         # chunk cap anyway (slack left for commands filtered out below).
@@ -151,31 +153,28 @@ async def plan(services: Services, run: RunView) -> StepResult:
         if m.author_id in learnable and parse_command(m.content, services.bot_user_id) is None
     ]
     chunks = [
-        {
-            "speaker": str(speaker),
-            "index": index,
-            "messages": [str(m.id) for m in chunk],
-        }
+        Chunk(speaker=str(speaker), index=index, messages=[str(m.id) for m in chunk])
         for speaker, speaker_chunks in sorted(plan_chunks(said).items())
         for index, chunk in enumerate(speaker_chunks)
     ]
     # The waves are fixed with the plan: a worker with another setting resumes the same ones.
     waves = plan_waves(chunks, services.settings.nightly_concurrency)
+    planned = {"chunks": chunks, "waves": waves, "failed_speakers": []}
     return StepResult(
-        next="extract:0" if chunks else "retention",
-        progress={"chunks": chunks, "waves": waves, "failed_speakers": []},
+        next=NightlyStep(StepName.EXTRACT) if chunks else RETENTION,
+        progress=run.progress.model_copy(update=planned),
     )
 
 
-async def extract(services: Services, run: RunView, index: int) -> StepResult:
+async def extract(services: Services, run: RunView, step: NightlyStep) -> StepResult:
     """Wave ``index``: its chunks at once, each within its own budget (so the job stays well
     under ARQ's timeout however many run). A speaker whose chunk fails gets no more tonight."""
-    chunks: list[dict[str, Any]] = run.progress["chunks"]
+    chunks = run.progress.chunks
     # A run planned before waves existed did one chunk a step.
-    waves: list[list[int]] = run.progress.get("waves") or [[i] for i in range(len(chunks))]
-    failed: list[str] = list(run.progress.get("failed_speakers", []))
-    result = StepResult(next=f"extract:{index + 1}" if index + 1 < len(waves) else "retention")
-    wave = [chunks[i] for i in waves[index] if chunks[i]["speaker"] not in failed]
+    waves = run.progress.waves or [[i] for i in range(len(chunks))]
+    failed = list(run.progress.failed_speakers)
+    result = StepResult(next=step.next_batch() if step.index + 1 < len(waves) else RETENTION)
+    wave = [chunks[i] for i in waves[step.index] if chunks[i].speaker not in failed]
     outcomes = await asyncio.gather(
         *(_extract_chunk(services, run, chunk) for chunk in wave), return_exceptions=True
     )
@@ -185,19 +184,19 @@ async def extract(services: Services, run: RunView, index: int) -> StepResult:
     for chunk, error in zip(wave, outcomes, strict=True):
         if error is not None:
             result.errors.append(str(error))
-            failed.append(chunk["speaker"])
+            failed.append(chunk.speaker)
     if result.errors:
-        result.progress = {"failed_speakers": failed}
+        result.progress = run.progress.model_copy(update={"failed_speakers": failed})
     return result
 
 
-async def _extract_chunk(services: Services, run: RunView, chunk: Mapping[str, Any]) -> str | None:
+async def _extract_chunk(services: Services, run: RunView, chunk: Chunk) -> str | None:
     """One chunk through the write path; the error to note when it failed."""
-    speaker = int(chunk["speaker"])
-    exchange = await _chunk_exchange(services, speaker, [int(i) for i in chunk["messages"]])
+    speaker = int(chunk.speaker)
+    exchange = await _chunk_exchange(services, speaker, [int(i) for i in chunk.messages])
     if exchange is None:
         return None
-    trigger = f"nightly:{run.id}:{speaker}:{chunk['index']}"
+    trigger = f"nightly:{run.id}:{speaker}:{chunk.index}"
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             await run_write_path(
@@ -235,22 +234,23 @@ async def retention(services: Services, run: RunView) -> StepResult:
     if days is not None:
         async with unit_of_work(services.sessions) as session:
             await purge_expired(session, retention_days=days, run_id=run.id, now=run.window_end)
-    return StepResult(next="decay:0")
+    return StepResult(next=NightlyStep(StepName.DECAY))
 
 
-async def decay(services: Services, run: RunView, batch: int) -> StepResult:
+async def decay(services: Services, run: RunView, step: NightlyStep) -> StepResult:
     if not services.settings.memory_active:
-        return StepResult(next="diary")
+        return StepResult(next=DIARY)
     cutoff = run.window_end - STALE_AFTER
-    stale: list[int] | None = run.progress.get("stale")
-    progress: dict[str, Any] = {}
+    stale = run.progress.stale
+    progress: Progress | None = None
     if stale is None:
         async with services.sessions() as session:
             stale = await stale_memory_ids(session, cutoff=cutoff, limit=STALE_CAP)
-        progress["stale"] = stale
+        progress = run.progress.model_copy(update={"stale": stale})
+    batch = step.index
     ids = stale[batch * DECAY_BATCH : (batch + 1) * DECAY_BATCH]
     more = (batch + 1) * DECAY_BATCH < len(stale)
-    result = StepResult(next=f"decay:{batch + 1}" if more else "diary", progress=progress)
+    result = StepResult(next=step.next_batch() if more else DIARY, progress=progress)
     if not ids:
         return result
     try:
@@ -279,15 +279,15 @@ async def diary(services: Services, run: RunView) -> StepResult:
             session, start=run.window_start, end=run.window_end, limit=DIARY_MESSAGES
         )
     if not rows:
-        return StepResult(next="style")
+        return StepResult(next=STYLE)
     lines = [DiaryLine(m.author_name, m.is_bot, m.content) for m in rows]
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             text = await write_diary(services.chat, lines)
     except (ChatFailed, TimeoutError):
-        return StepResult(next="style", errors=["diary: the chat model gave no diary"])
+        return StepResult(next=STYLE, errors=["diary: the chat model gave no diary"])
     authors = sorted({m.author_id for m in rows if not m.is_bot})
-    return StepResult(next="style", diary=text, diary_sources=authors, read_at=read_at)
+    return StepResult(next=STYLE, diary=text, diary_sources=authors, read_at=read_at)
 
 
 async def style(services: Services, run: RunView) -> StepResult:
@@ -299,15 +299,15 @@ async def style(services: Services, run: RunView) -> StepResult:
         )
         current = await current_style(session, services.settings.persona_path)
     if done or not feedback:
-        return StepResult(next="finish")  # already revised, or no feedback: no revision
+        return StepResult(next=FINISH)  # already revised, or no feedback: no revision
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             revised = await revise_style(services.chat, current, feedback)
     except (ChatFailed, TimeoutError):
-        return StepResult(next="finish", errors=["style: the chat model gave no revision"])
+        return StepResult(next=FINISH, errors=["style: the chat model gave no revision"])
     sources = set().union(*(signal.people for signal in feedback)) - {services.bot_user_id}
     async with unit_of_work(services.sessions) as session:
         if await register.blocked(session, sources, since=read_at):
-            return StepResult(next="finish", errors=["style: withheld, a source was erased"])
+            return StepResult(next=FINISH, errors=["style: withheld, a source was erased"])
         await runs.add_style(session, content=revised, run_id=run.id, sources=sources)
-    return StepResult(next="finish")
+    return StepResult(next=FINISH)
