@@ -28,11 +28,12 @@ from app.admin.endpoints import router as admin_router
 from app.admin.errors import install as install_admin_errors
 from app.admin.inbox import router as inbox_admin_router
 from app.admin.people import router as people_router
-from app.channel.directory import rules_cache
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
+from app.directory.store import rules_cache
 from app.inbound.endpoints import routes as inbound_routes
-from app.inbound.inbox import InboxWriter, enqueue_events
+from app.inbound.store import enqueue_events
+from app.inbound.writer import InboxWriter
 from app.kit.arqueue import create_queue
 from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging

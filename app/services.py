@@ -14,7 +14,7 @@ from app.kit.versioned import Unshared, VersionedCache
 
 if TYPE_CHECKING:
     from app.agent import TaskAgent
-    from app.channel.directory import Rules
+    from app.directory.store import Rules
     from app.discord.cdn import AttachmentFetcher
     from app.discord.client import DiscordClient
 

@@ -9,11 +9,11 @@ import httpx
 from redis.asyncio import Redis
 
 from app.agent import build_agent
-from app.channel.directory import rules_cache
 from app.chat.anthropic import AnthropicChat, build_anthropic
 from app.config import SandboxBackend, Settings
 from app.db import create_engine, create_session_factory
 from app.decision.factory import build_decider
+from app.directory.store import rules_cache
 from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient

@@ -23,10 +23,10 @@ from arq.cron import CronJob
 from arq.typing import WorkerCoroutine
 from arq.worker import Function
 
-from app.channel.log import prune_tombstones
+from app.channel.store import prune_tombstones
 from app.config import Settings, SettingsError, load_settings
 from app.db import unit_of_work
-from app.inbound.inbox import (
+from app.inbound.store import (
     DEDUPE_WINDOW,
     PROCESS_EVENT,
     enqueue_due,

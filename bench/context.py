@@ -29,7 +29,7 @@ import asyncpg
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.channel.log import recent_messages
+from app.channel.store import recent_messages
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
 from app.memory import store
 from app.memory.records import Why

@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 from sqlalchemy import text
 
-from app.channel import log as channel_log
+from app.channel import store as channel_log
 from app.channel.exchange import Place
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
 from app.kit.relevance import Query, Ranking, idf, ranked_parameters, ranked_statement

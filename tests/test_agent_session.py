@@ -6,7 +6,7 @@ import asyncio
 
 from sqlalchemy import select
 
-from app.agent.session import SessionLimits, SessionStore, Turn, trim_turns, turn_size
+from app.agent.store import SessionLimits, SessionStore, Turn, trim_turns, turn_size
 from app.db import SessionFactory
 from app.models.agent import AgentSession
 

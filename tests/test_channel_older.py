@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
 
-from app.channel import log as channel_log
-from app.channel.log import LoggedMessage
+from app.channel import store as channel_log
+from app.channel.store import LoggedMessage
 from app.db import SessionFactory, unit_of_work
-from app.inbound.frames import MessageCreate, MessageUpdate
+from app.frames.events import MessageCreate, MessageUpdate
 from app.kit.relevance import Query
 from tests.support.frames import message_create, next_id
 

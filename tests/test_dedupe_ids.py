@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.inbound.frames import Event, FrameError, parse_dispatch
+from app.frames.events import Event, FrameError, parse_dispatch
 from tests.support.frames import frame, message_create, reaction_add
 
 SESSION = "3f1a9c0e7b2d4c58a6e0f19b2d3c4e5f"

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from app.channel.directory import DEFAULT, Known, Mode, Own, Rules, clean_persona, rules
 from app.commands.parser import (
     StaffChannelMode,
     StaffChannelPersona,
@@ -17,7 +16,8 @@ from app.commands.parser import (
     parse_command,
 )
 from app.commands.staff import describe_rules
-from app.inbound.frames import MessageCreate
+from app.directory.store import DEFAULT, Known, Mode, Own, Rules, clean_persona, rules
+from app.frames.events import MessageCreate
 from app.turn.pipeline import Audience, addressing
 from app.turn.prompt import ChatLine, Quoted, assemble_prompt
 from tests.support.frames import message_create

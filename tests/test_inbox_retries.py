@@ -17,8 +17,8 @@ from sqlalchemy import func, select, text
 from app.chat.fake import Failure, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
-from app.inbound.inbox import claim, prune_inbox, sweep_inbox
 from app.inbound.retries import LAST_ATTEMPT_LEASE, MAX_ATTEMPTS, retry_delay
+from app.inbound.store import claim, prune_inbox, sweep_inbox
 from app.kit.arqueue import create_queue
 from app.models.inbox import CompletedStep, InboxEvent
 from app.models.messages import Message

@@ -1,4 +1,4 @@
-"""The learning rule, decided once (app.memory.consent.Learning), holds on every path through
+"""The learning rule, decided once (app.consent.store.Learning), holds on every path through
 the real webhook and worker: with memory off nothing is observed, extracted, consolidated or
 learned at night; for a person who paused, none of their messages, edits or reactions is
 observed and no fact about them appears, while others are learned about as usual."""

@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
-from app.inbound.frames import (
+from app.frames.events import (
     Event,
     MessageCreate,
     MessageDelete,
@@ -22,7 +23,6 @@ from app.inbound.frames import (
     ReactionRemoveEmoji,
     parse_dispatch,
 )
-from app.memory.consent import Learning
 from app.models.structured import Observation
 from app.structured.observations import (
     EXCERPT_CHARS,

@@ -14,10 +14,10 @@ from sqlalchemy import select
 
 from app.chat.fake import Failure, Reply, Text
 from app.config import Settings
+from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
-from app.memory.consent import Learning
 from app.models.memory import MemoryLog
 from app.models.messages import Message
 from app.structured.consolidation import (

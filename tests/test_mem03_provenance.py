@@ -15,10 +15,10 @@ import pytest
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.inbound.steps import PostedReply
 from app.memory.jobs import remember_after_reply
 from app.nightly.run import nightly_step, start_nightly_run
 from app.structured.consolidation import consolidate_channel
+from app.turn.store import PostedReply
 from tests.support.memory_env import BOT_ID, MemoryEnv, all_memories, memory_env
 from tests.support.obs_env import T0, fact_json, is_episode_call, responder, say, writer_speaker
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import ColumnElement, func, select, text
 
-from app.channel import log as channel_log
+from app.channel import store as channel_log
 from app.commands.dispatch import handle_command
 from app.commands.memory import Asker, memory_forget
 from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
-from app.inbound.frames import Event, MessageCreate, parse_dispatch
+from app.frames.events import Event, MessageCreate, parse_dispatch
 from app.memory import store
 from app.memory.records import Why
 from app.memory.rollback import rollback_run
@@ -31,7 +31,7 @@ from app.models.messages import Message
 from app.models.nightly import NightlyRun
 from app.models.signals import Signal
 from app.models.structured import Episode, Observation
-from app.privacy import register
+from app.privacy import store as register
 from app.privacy.erasure import STARTED, format_receipt, run_erasure
 from app.privacy.identity import MENTION_TOKEN
 from app.structured.retention import purge_expired

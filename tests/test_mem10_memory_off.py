@@ -11,15 +11,15 @@ from sqlalchemy import func, select
 
 from app.channel.exchange import Place
 from app.config import Settings
+from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
-from app.inbound.frames import (
+from app.frames.events import (
     EventType,
     MessageCreate,
     MessageUpdate,
     ReactionAdd,
     ReactionRemoveAll,
 )
-from app.memory.consent import Learning
 from app.models.memory import MemoryLog
 from app.models.structured import Observation
 from app.structured.consolidation import consolidate_channel, enqueue_if_due

@@ -13,8 +13,8 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.inbound.steps import PostedReply
 from app.memory.jobs import remember_after_reply
+from app.turn.store import PostedReply
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from app.db import SessionFactory
-from app.memory.runs import active_style
 from app.models.nightly import StyleOverride
+from app.nightly.store import active_style
 
 
 async def test_active_style_is_the_newest_unreverted_override(sessions: SessionFactory) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from app.channel.log import LoggedMessage
+from app.channel.store import LoggedMessage
 from app.chat.fake import Delay, Failure, Reply, Text
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
@@ -23,7 +23,6 @@ from app.decision.vocabulary import Question
 from app.kit.clock import jst_day, utcnow
 from app.kit.locks import xact_lock
 from app.memory.rollback import rollback_run
-from app.memory.runs import RUN_LOCK, active_style
 from app.models.memory import MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
 from app.models.signals import Signal
@@ -39,6 +38,7 @@ from app.nightly.run import (
     start_nightly_run,
 )
 from app.nightly.steps import plan_chunks
+from app.nightly.store import RUN_LOCK, active_style
 from app.nightly.style import STYLE_SYSTEM
 from app.persona import load_persona
 from tests.support.memory_env import (

@@ -13,10 +13,10 @@ from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from alembic import command
-from app.channel import log as channel_log
+from app.channel import store as channel_log
 from app.channel.exchange import Place
 from app.db import create_engine, create_session_factory, unit_of_work
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 from app.kit.tokens import tokenize
 from app.memory import store
 from app.memory.records import Why

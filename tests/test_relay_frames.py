@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.inbound.frames import EventType
+from app.frames.events import EventType
 from app.relay.frames import (
     HANDLED_TYPES,
     INTENTS,
@@ -138,9 +138,9 @@ def test_the_relay_process_imports_nothing_of_the_database_layer(module: str) ->
     probe = (
         f"import sys, {module}\n"
         "bad = [m for m in sys.modules if m.startswith(('app.db', 'app.models', 'sqlalchemy',"
-        " 'asyncpg', 'app.inbound.inbox', 'app.inbound.endpoints', 'app.config'))]\n"
+        " 'asyncpg', 'app.inbound.store', 'app.inbound.endpoints', 'app.config'))]\n"
         "print(','.join(bad))\n"
-        "print('app.inbound.frames' in sys.modules)"
+        "print('app.frames.events' in sys.modules)"
     )
     repo = Path(__file__).resolve().parent.parent
     done = subprocess.run(

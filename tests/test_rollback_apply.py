@@ -17,10 +17,10 @@ from app.kit.locks import try_xact_lock
 from app.memory import store
 from app.memory.records import Why
 from app.memory.rollback import AlreadyRolledBack, RunNotFound, rollback_run
-from app.memory.runs import RUN_LOCK
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
+from app.nightly.store import RUN_LOCK
 
 ALICE, BOB = 11, 22
 OLD = datetime(2026, 1, 1, tzinfo=UTC)

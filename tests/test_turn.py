@@ -12,7 +12,7 @@ from app.chat.fake import Delay, Failure, Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 from app.models.inbox import InboxEvent
 from app.models.memory import MemoryLog
 from app.models.messages import Message

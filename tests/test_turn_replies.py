@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import select
 
 from app.config import Settings
+from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
-from app.memory import consent
 from app.models.messages import Message
 from tests.support.frames import GUILD_ID, frame, message_create
 from tests.support.stack import BOT_ID, Stack, running_stack

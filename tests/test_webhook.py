@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from app.config import Settings
 from app.db import SessionFactory
-from app.inbound.inbox import sweep_inbox
+from app.inbound.store import sweep_inbox
 from app.kit.arqueue import create_queue
 from app.main import create_app
 from app.models.inbox import InboxEvent

@@ -16,9 +16,9 @@ from app.admin.schemas import (
     ChannelSettingsUpdate,
     OwnChannelSettings,
 )
-from app.channel import directory
-from app.channel.directory import KEEP, Keep, Known, Mode, Rules
 from app.db import SessionFactory, unit_of_work
+from app.directory import store as directory
+from app.directory.store import KEEP, Keep, Known, Mode, Rules
 from app.kit.versioned import VersionedCache
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)

@@ -29,7 +29,6 @@ from app.admin.schemas import (
 from app.db import SessionFactory
 from app.kit.clock import utcnow
 from app.kit.queue import JobQueue
-from app.memory import runs
 from app.memory.rollback import (
     AlreadyRolledBack,
     ContentRedacted,
@@ -37,6 +36,7 @@ from app.memory.rollback import (
     RunNotFound,
     rollback_run,
 )
+from app.nightly import store as runs
 from app.nightly.progress import Progress
 from app.nightly.run import AlreadyRan, start_nightly_run
 

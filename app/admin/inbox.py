@@ -16,7 +16,7 @@ from app.admin.schemas import (
     ReplayQueuedBody,
 )
 from app.db import SessionFactory, unit_of_work
-from app.inbound import inbox
+from app.inbound import store as inbox
 from app.kit.queue import JobQueue
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)

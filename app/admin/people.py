@@ -28,9 +28,9 @@ from app.db import SessionFactory, unit_of_work
 from app.kit.queue import JobQueue
 from app.memory import store
 from app.memory.records import LedgerRow, MemoryRecord, SourceMessage, Why
-from app.privacy import register
+from app.privacy import store as register
 from app.privacy.erasure import start_erasure
-from app.privacy.register import RequestedBy
+from app.privacy.store import RequestedBy
 from app.vocabulary import Actor
 
 router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], responses=AUTH_ERRORS)

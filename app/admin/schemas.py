@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from app.channel.directory import MAX_PERSONA_CHARS, clean_persona
+from app.directory.store import MAX_PERSONA_CHARS, clean_persona
 
 
 class CamelModel(BaseModel):

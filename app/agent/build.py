@@ -10,7 +10,7 @@ import httpx
 from app.agent.loop import AgentLimits, TaskAgent
 from app.agent.sandbox import DockerSandbox, LocalSandbox, Sandbox, docker_client
 from app.agent.sandbox.docker import NO_NETWORK
-from app.agent.session import SessionLimits, SessionStore
+from app.agent.store import SessionLimits, SessionStore
 from app.agent.tools import JinaClient, Toolbox
 from app.agent.urls import Resolver, system_resolver
 from app.config import SandboxBackend, Settings, SettingsError

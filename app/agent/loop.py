@@ -15,7 +15,7 @@ from anthropic.types import ContentBlock, ToolUseBlock
 
 from app.agent.prompt import TaskRequest, final_text, system_blocks, task_message
 from app.agent.sandbox.docker import DockerSandbox
-from app.agent.session import Message, SessionStore, flatten
+from app.agent.store import Message, SessionStore, flatten
 from app.agent.tools import MIN_TOOL_S, Toolbox
 from app.kit.logs import log_context
 

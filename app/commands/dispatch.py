@@ -23,10 +23,10 @@ from app.commands.parser import (
 from app.commands.staff import run_staff_command
 from app.config import Settings
 from app.db import unit_of_work
-from app.inbound import steps
-from app.inbound.frames import MessageCreate
-from app.inbound.steps import Step
+from app.frames.events import MessageCreate
 from app.services import Services
+from app.turn import store as steps
+from app.turn.store import Step
 
 NOT_STAFF = "Sorry, only staff can use `!bot` commands."
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 from app.privacy.erasure import STARTED, start_erasure
-from app.privacy.register import RequestedBy
+from app.privacy.store import RequestedBy
 from app.services import Services
 
 logger = logging.getLogger(__name__)

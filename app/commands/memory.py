@@ -15,13 +15,14 @@ from datetime import datetime
 from typing import Any
 
 from app.commands import render
+from app.consent import store as consent
 from app.db import unit_of_work
 from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.discord.errors import DiscordError
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 from app.kit.clock import utcnow
 from app.kit.relevance import Query
-from app.memory import consent, records, store
+from app.memory import records, store
 from app.memory.records import Why
 from app.services import Services
 from app.vocabulary import Actor

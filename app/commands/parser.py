@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from app.channel.directory import Mode
+from app.directory.store import Mode
 
 MEMORY_USAGE = (
     "Usage: `!memory show`, `!memory show all`, `!memory why <id>`, "

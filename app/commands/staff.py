@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.channel import directory
-from app.channel.directory import Mode, Rules
 from app.channel.exchange import Place
 from app.commands.parser import (
     StaffChannelMode,
@@ -27,8 +25,10 @@ from app.commands.parser import (
 )
 from app.commands.render import preview
 from app.db import unit_of_work
+from app.directory import store as directory
+from app.directory.store import Mode, Rules
 from app.discord.errors import DiscordError
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 from app.memory import store
 from app.memory.records import Why
 from app.services import Services

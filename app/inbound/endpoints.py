@@ -9,8 +9,8 @@ from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.routing import Route
 
-from app.inbound.frames import FrameError, Ignored, decode_body, parse_frame
-from app.inbound.inbox import InboxRejected, InboxUnavailable, InboxWriter, Incoming
+from app.frames.events import FrameError, Ignored, decode_body, parse_frame
+from app.inbound.writer import InboxRejected, InboxUnavailable, InboxWriter, Incoming
 
 MAX_BODY = 1024 * 1024
 TOKEN_HEADER = "x-discord-gateway-token"

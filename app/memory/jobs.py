@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import logging
 
-from app.channel import log as channel_log
+from app.channel import store as channel_log
 from app.channel.exchange import EXCHANGE_SIZE, Place, build_exchange
-from app.channel.log import line_of
+from app.channel.store import line_of
 from app.db import unit_of_work
-from app.inbound import steps
-from app.inbound.steps import PostedReply, Step
 from app.kit.logs import log_context
 from app.kit.queue import Job, JobQueue
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.services import Services
+from app.turn import store as steps
+from app.turn.store import PostedReply, Step
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)

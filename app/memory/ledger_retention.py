@@ -9,7 +9,8 @@ import logging
 from datetime import datetime, timedelta
 
 from app.db import SessionFactory, unit_of_work
-from app.memory import runs, store
+from app.memory import store
+from app.nightly import store as runs
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db import SessionFactory
 from app.kit.clock import utcnow
-from app.memory import records, runs, store
+from app.memory import records, store
 from app.memory.records import Forgotten, LogEntry, MemoryRecord, Why, recorded_content
+from app.nightly import store as runs
 from app.vocabulary import UNDOABLE, Action, Actor, SkipReason
 
 

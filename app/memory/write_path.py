@@ -15,10 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Exchange, Place
 from app.chat.base import ChatFailed, Purpose
+from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
 from app.kit.clock import utcnow
-from app.memory import consent, store
+from app.memory import store
 from app.memory.prompts import (
     VerdictLine,
     add_prompt,
@@ -30,7 +31,7 @@ from app.memory.prompts import (
 )
 from app.memory.recall import exchange_query
 from app.memory.records import MemoryRecord, SourceMessage, Why
-from app.privacy import register
+from app.privacy import store as register
 from app.services import Services
 from app.vocabulary import Actor
 

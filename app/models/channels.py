@@ -1,5 +1,5 @@
 """The channel directory: where each channel hangs (a thread's parent) and what the operators
-set for it (mode, persona). Owned by app.channel.directory alone."""
+set for it (mode, persona). Owned by app.directory.store alone."""
 
 from __future__ import annotations
 

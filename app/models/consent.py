@@ -1,4 +1,4 @@
-"""Consent to be remembered: who paused learning (owned by app.memory.consent alone)."""
+"""Consent to be remembered: who paused learning (owned by app.consent.store alone)."""
 
 from __future__ import annotations
 

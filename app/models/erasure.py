@@ -1,5 +1,5 @@
 """Erasures (`!forgetme`, the admin erase): one row per request, its progress and receipt
-(owned by app.privacy.register alone)."""
+(owned by app.privacy.store alone)."""
 
 from __future__ import annotations
 

@@ -24,10 +24,11 @@ from app.kit.clock import jst_day, previous_day_window, utcnow
 from app.kit.logs import log_context
 from app.kit.queue import Job, JobQueue
 from app.kit.spend import Spend, spend_scope
-from app.memory import runs, store
+from app.memory import store
+from app.nightly import store as runs
 from app.nightly.progress import FIRST_STEP, Progress
 from app.nightly.steps import RunView, StepResult, run_step
-from app.privacy import register
+from app.privacy import store as register
 from app.services import Services
 from app.structured.retention import ACTOR as RETENTION_ACTOR
 from app.vocabulary import Action, Actor, NightlyStep

@@ -13,22 +13,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.channel import log as channel_log
-from app.channel import signals
+from app.channel import store as channel_log
 from app.channel.exchange import EXCHANGE_SIZE, Exchange, Place, build_exchange, in_sixes
-from app.channel.log import LoggedMessage, line_of
+from app.channel.store import LoggedMessage, line_of
 from app.chat.base import ChatFailed
 from app.commands.parser import parse_command
+from app.consent.service import may_learn_about
 from app.db import unit_of_work
 from app.kit.clock import utcnow
-from app.memory import consent, runs
 from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
 from app.memory.write_path import run_write_path
+from app.nightly import store as runs
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
 from app.nightly.progress import Chunk, Progress
 from app.nightly.style import SIGNAL_CAP, current_style, revise_style
-from app.privacy import register
+from app.privacy import store as register
 from app.services import Services
+from app.signals import store as signals
 from app.structured.retention import purge_expired
 from app.vocabulary import Actor, NightlyStep, StepName
 
@@ -138,7 +139,7 @@ async def plan(services: Services, run: RunView) -> StepResult:
             end=run.window_end,
             per_author=2 * EXCHANGE_SIZE * CHUNKS_PER_SPEAKER,
         )
-        learnable = await consent.may_learn_about(
+        learnable = await may_learn_about(
             session,
             {m.author_id for m in rows},
             services.settings,

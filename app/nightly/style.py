@@ -10,10 +10,10 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.channel.signals import SignalLine
 from app.chat.base import ChatFailed, ChatModel, Purpose
-from app.memory import runs
+from app.nightly import store as runs
 from app.persona import clean_style, style_section
+from app.signals.store import SignalLine
 
 SIGNAL_CAP = 60  # the newest signals of the day; bounds the prompt
 STYLE_MAX_TOKENS = 600

@@ -10,7 +10,7 @@ from datetime import date, datetime
 from functools import partial
 from typing import TypeVar
 
-from app.inbound.frames import mentions_in
+from app.frames.events import mentions_in
 from app.ops.legacy import (
     TABLES,
     ImportFailed,

@@ -5,7 +5,7 @@ words in other people's text (CONTRACT "Erasure").
 The job works through fixed phases in bounded batches; each batch is one transaction that
 also stores where the job is, so a killed worker resumes at the next batch and a retry never
 starts over. From the moment the erasure is registered nothing new is written about the
-person (``app.privacy.register``). At the end the receipt (counts only) goes to the ledger
+person (``app.privacy.store``). At the end the receipt (counts only) goes to the ledger
 and, for `!forgetme`, to the person by DM."""
 
 from __future__ import annotations
@@ -20,20 +20,25 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.agent import session as agent_sessions
-from app.channel import directory, signals
-from app.channel import log as channel_log
+from app.agent import store as agent_sessions
+from app.channel import store as channel_log
+from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
+from app.directory import store as directory
 from app.discord.errors import DiscordError, DiscordUnavailable
-from app.inbound import inbox, steps
-from app.inbound.frames import EventType
+from app.frames.events import EventType
+from app.inbound import store as inbox
 from app.kit.queue import Job, JobQueue
-from app.memory import consent, runs, store
+from app.memory import store
 from app.memory.records import Why, turn_of
-from app.privacy import identity, register
-from app.privacy.register import ErasureRecord, RequestedBy, Status
+from app.nightly import store as runs
+from app.privacy import identity
+from app.privacy import store as register
+from app.privacy.store import ErasureRecord, RequestedBy, Status
 from app.services import Services
+from app.signals import store as signals
 from app.structured import episodes, observations, pins
+from app.turn import store as steps
 from app.vocabulary import Actor
 
 log = logging.getLogger(__name__)

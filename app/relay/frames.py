@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from app.inbound.frames import EventType
+from app.frames.events import EventType
 
 GATEWAY_VERSION = 10
 

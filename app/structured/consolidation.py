@@ -20,18 +20,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from app.channel import log as channel_log
+from app.channel import store as channel_log
 from app.channel.exchange import Exchange, Line, Place, build_exchange
-from app.channel.log import LoggedMessage
+from app.channel.store import LoggedMessage
 from app.chat.base import ChatFailed, Purpose
+from app.consent.service import may_learn_about
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import utcnow
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
 from app.kit.queue import Job
-from app.memory import consent
 from app.memory.write_path import WriteOutcome, run_write_path
-from app.privacy import register
+from app.privacy import store as register
 from app.services import Services
 from app.structured import episodes, observations
 from app.structured.observations import Kind, ObservationRecord
@@ -211,7 +211,7 @@ async def _read_batch(services: Services, channel_id: int) -> Batch:
         message_ids = {r.message_id for r in rows if r.message_id is not None}
         messages = await channel_log.messages_by_id(session, message_ids)
         users = {r.user_id for r in rows} | {m.author_id for m in messages.values()}
-        learnable = await consent.may_learn_about(
+        learnable = await may_learn_about(
             session, users, services.settings, bot_user_id=services.bot_user_id, now=utcnow()
         )
         names = await channel_log.display_names(session, channel_id, users)

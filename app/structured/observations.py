@@ -15,8 +15,9 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.channel.log import message_authors
-from app.inbound.frames import (
+from app.channel.store import message_authors
+from app.consent.service import Learning
+from app.frames.events import (
     EventType,
     MessageCreate,
     MessageUpdate,
@@ -26,7 +27,6 @@ from app.inbound.frames import (
     ReactionRemoveEmoji,
 )
 from app.kit.sql import any_array, replace_mentions_in
-from app.memory.consent import Learning
 from app.models.structured import Observation
 
 EXCERPT_CHARS = 200

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from app.channel import log as channel_log
-from app.channel.directory import Rules
-from app.channel.log import LoggedMessage
+from app.channel import store as channel_log
+from app.channel.store import LoggedMessage
+from app.consent import store as consent
 from app.db import unit_of_work
+from app.directory.store import Rules
 from app.discord.errors import DiscordError, DiscordMissingAccess, DiscordNotFound
-from app.inbound.frames import FORWARD, MessageCreate
-from app.memory import consent
+from app.frames.events import FORWARD, MessageCreate
 from app.services import Services
 from app.turn.prompt import Quoted
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
-from app.channel import directory
-from app.channel.directory import DEFAULT, Known, Rules
 from app.db import unit_of_work
+from app.directory import store as directory
+from app.directory.store import DEFAULT, Known, Rules
 from app.discord.errors import DiscordError
-from app.inbound.frames import THREAD_TYPES, MessageCreate
+from app.frames.events import THREAD_TYPES, MessageCreate
 from app.services import Services
 
 log = logging.getLogger(__name__)

@@ -8,11 +8,11 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.channel import directory, signals
-from app.channel import log as channel_log
+from app.channel import store as channel_log
+from app.consent.service import Learning
 from app.db import unit_of_work
-from app.inbound import inbox
-from app.inbound.frames import (
+from app.directory import store as directory
+from app.frames.events import (
     IGNORED,
     Event,
     EventData,
@@ -26,12 +26,13 @@ from app.inbound.frames import (
     Thread,
     parse_dispatch,
 )
+from app.inbound import store as inbox
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
-from app.memory.consent import Learning
-from app.privacy import register
+from app.privacy import store as register
 from app.privacy.identity import is_stub, without_reference_to
 from app.services import Services
+from app.signals import store as signals
 from app.structured import consolidation, observations
 from app.turn.attempt import Attempt
 from app.turn.pipeline import run_turn

@@ -20,36 +20,37 @@ from typing import Any
 from prometheus_client import Counter
 
 from app.agent import TaskRequest
-from app.channel import log as channel_log
-from app.channel.directory import Mode, Rules
+from app.channel import store as channel_log
 from app.channel.exchange import Place
-from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
 from app.commands.dispatch import handle_command, is_staff
 from app.commands.parser import Command, parse_command
+from app.consent import store as consent
+from app.consent.service import Learning
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
+from app.directory.store import Mode, Rules
 from app.discord.attachments import AttachmentRef, Fetched, Named, Skip, content_blocks
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
-from app.inbound import steps
-from app.inbound.frames import Attachment, MessageCreate
-from app.inbound.steps import PostedReply, Step
+from app.frames.events import Attachment, MessageCreate
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
-from app.memory import consent, runs
-from app.memory.consent import Learning
 from app.memory.jobs import enqueue_remember
 from app.memory.recall import recall_query
+from app.nightly import store as runs
 from app.persona import load_persona
-from app.privacy import register
+from app.privacy import store as register
 from app.services import Services
+from app.signals.store import add_signal
 from app.structured import consolidation, observations
 from app.structured.recall import PromptMemory, prompt_memory
+from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
 from app.turn.prompt import ChatLine, Quoted, assemble_prompt, task_lines
+from app.turn.store import PostedReply, Step
 from app.turn.typing import Typing
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import SessionFactory
 from app.discord.fake import FakeDiscord
-from app.inbound.inbox import sweep_inbox
+from app.inbound.store import sweep_inbox
 from app.kit.arqueue import ArqQueue
 from tests.support.frames import message_create
 from tests.support.servers import free_port

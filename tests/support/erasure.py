@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.privacy.erasure import run_erasure, start_erasure
-from app.privacy.register import ErasureRecord, RequestedBy, Status
+from app.privacy.store import ErasureRecord, RequestedBy, Status
 from app.services import Services
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select, text, update
 
 from app.db import SessionFactory
-from app.inbound.inbox import enqueue_due
+from app.inbound.store import enqueue_due
 from app.kit.arqueue import create_queue
 from app.models.inbox import InboxEvent
 

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import select
 
 from app.chat.fake import Reply, Text
+from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
-from app.memory.consent import Learning
 from app.models.structured import Episode, Observation
 from app.structured.consolidation import EPISODE_SYSTEM
 from app.structured.observations import Kind, observe

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from app.inbound.frames import MessageCreate
+from app.frames.events import MessageCreate
 
 CHANNEL = 500
 GUILD = 1

@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 
 from app.channel.exchange import Line, Place
 from app.discord.attachments import described, stored_names
-from app.inbound.frames import MessageCreate, MessageUpdate, mentions_in
+from app.frames.events import MessageCreate, MessageUpdate, mentions_in
 from app.kit.relevance import Query, Ranking, SearchTable, ranked
 from app.kit.sql import any_array, mention_pattern
 from app.kit.tokens import tokenize

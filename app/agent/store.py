@@ -17,7 +17,7 @@ from app.db import SessionFactory
 from app.kit.locks import xact_lock
 from app.kit.sql import mention_pattern
 from app.models.agent import AgentSession
-from app.privacy import register
+from app.privacy import store as register
 
 Message = dict[str, Any]
 Turn = list[Message]
