@@ -24,16 +24,14 @@ from app.frames.events import (
     parse_dispatch,
 )
 from app.models.structured import Observation
-from app.structured.observations import (
-    EXCERPT_CHARS,
-    UNKNOWN_USER,
-    excerpt,
+from app.observations.service import (
     observe_bot_message,
     observe_deletes,
     observe_edit,
     observe_message,
     observe_reaction,
 )
+from app.observations.store import EXCERPT_CHARS, UNKNOWN_USER, excerpt
 from tests.support.memory_env import BOT_ID, add_message
 
 CHANNEL = 500

@@ -20,12 +20,13 @@ from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
 from app.models.memory import MemoryLog
 from app.models.messages import Message
+from app.observations.service import observe
+from app.observations.store import Kind
 from app.structured.consolidation import (
     MAX_OBSERVATIONS,
     consolidate_channel,
     enqueue_if_due,
 )
-from app.structured.observations import Kind, observe
 from tests.support.memory_env import BOT_ID, MemoryEnv, all_memories, memory_env
 from tests.support.obs_env import (
     episodes_of,

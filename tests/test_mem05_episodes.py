@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
+from app.episodes.store import add_episode, recent_episodes
 from app.structured.consolidation import consolidate_channel
-from app.structured.episodes import add_episode, recent_episodes
 from tests.support.memory_env import memory_env
 from tests.support.obs_env import episodes_of, responder, say
 

@@ -22,14 +22,14 @@ from app.frames.events import (
 )
 from app.models.memory import MemoryLog
 from app.models.structured import Observation
-from app.structured.consolidation import consolidate_channel, enqueue_if_due
-from app.structured.observations import (
+from app.observations.service import (
     observe_bot_message,
     observe_deletes,
     observe_edit,
     observe_message,
     observe_reaction,
 )
+from app.structured.consolidation import consolidate_channel, enqueue_if_due
 from app.structured.recall import PromptMemory, prompt_memory
 from tests.support.memory_env import BOT_ID, add_memory, memory_env
 from tests.support.obs_env import episodes_of, say

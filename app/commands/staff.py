@@ -31,8 +31,8 @@ from app.discord.errors import DiscordError
 from app.frames.events import MessageCreate
 from app.memory import store
 from app.memory.records import Why
+from app.pins import store as pins
 from app.services import Services
-from app.structured import pins
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel import store as channel_log
 from app.db import SessionFactory
+from app.episodes import store as episodes
 from app.kit.locks import xact_lock
 from app.kit.sql import bump_identity
 from app.memory import store
@@ -21,7 +22,6 @@ from app.nightly import store as runs
 from app.ops.import_plan import PRESENT, Existing, ImportReport, Plan, plan_import
 from app.ops.legacy import TRIGGER_PREFIX, LegacyData, LegacyLogRow, read_inputs
 from app.signals import store as signals
-from app.structured import episodes
 
 LOCK_NAMESPACE = "legacy-import"
 SOURCE = "import"

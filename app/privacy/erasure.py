@@ -26,18 +26,20 @@ from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.directory import store as directory
 from app.discord.errors import DiscordError, DiscordUnavailable
+from app.episodes import store as episodes
 from app.frames.events import EventType
 from app.inbound import store as inbox
 from app.kit.queue import Job, JobQueue
 from app.memory import store
 from app.memory.records import Why, turn_of
 from app.nightly import store as runs
+from app.observations import store as observations
+from app.pins import store as pins
 from app.privacy import identity
 from app.privacy import store as register
 from app.privacy.store import ErasureRecord, RequestedBy, Status
 from app.services import Services
 from app.signals import store as signals
-from app.structured import episodes, observations, pins
 from app.turn import store as steps
 from app.vocabulary import Actor
 

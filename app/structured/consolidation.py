@@ -26,15 +26,16 @@ from app.channel.store import LoggedMessage
 from app.chat.base import ChatFailed, Purpose
 from app.consent.service import may_learn_about
 from app.db import SessionFactory, unit_of_work
+from app.episodes import store as episodes
 from app.kit.clock import utcnow
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
 from app.kit.queue import Job
 from app.memory.write_path import WriteOutcome, run_write_path
+from app.observations import store as observations
+from app.observations.store import Kind, ObservationRecord
 from app.privacy import store as register
 from app.services import Services
-from app.structured import episodes, observations
-from app.structured.observations import Kind, ObservationRecord
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
 from app.config import RecallScope, Settings
+from app.episodes.store import recent_episodes
 from app.kit.relevance import Query
 from app.memory.recall import recall_for_prompt, render_memory_block
 from app.memory.records import turn_trigger
-from app.structured.episodes import recent_episodes
-from app.structured.pins import pinned_facts
+from app.pins.store import pinned_facts
 from app.vocabulary import Actor
 
 SUMMARY_EPISODES = 3

@@ -29,11 +29,12 @@ from app.frames.events import (
 from app.inbound import store as inbox
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
+from app.observations import service as observations
 from app.privacy import store as register
 from app.privacy.identity import is_stub, without_reference_to
 from app.services import Services
 from app.signals import store as signals
-from app.structured import consolidation, observations
+from app.structured import consolidation
 from app.turn.attempt import Attempt
 from app.turn.pipeline import run_turn
 

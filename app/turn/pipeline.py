@@ -39,11 +39,12 @@ from app.kit.relevance import Query
 from app.memory.jobs import enqueue_remember
 from app.memory.recall import recall_query
 from app.nightly import store as runs
+from app.observations import service as observations
 from app.persona import load_persona
 from app.privacy import store as register
 from app.services import Services
 from app.signals.store import add_signal
-from app.structured import consolidation, observations
+from app.structured import consolidation
 from app.structured.recall import PromptMemory, prompt_memory
 from app.turn import store as steps
 from app.turn.attempt import Attempt

@@ -14,8 +14,9 @@ from app.chat.fake import Reply, Text
 from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
 from app.models.structured import Episode, Observation
+from app.observations.service import observe
+from app.observations.store import Kind
 from app.structured.consolidation import EPISODE_SYSTEM
-from app.structured.observations import Kind, observe
 from tests.support.memory_env import add_message
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,6 @@
-"""MEM-01: gateway events become observation rows, a cheap insert each and no model call.
+"""MEM-01's table: the one owner of `observations` (what is learned from gateway events and
+read back by consolidation). What becomes an observation is decided in
+app/observations/service.py.
 
 An observation keeps only the acting user's own words (a short excerpt) or none at all:
 reactions store the emoji, deletes store nothing, so another person's text never lands in a
@@ -6,7 +8,7 @@ row filed under someone else (what MEM-09's erasure relies on)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -16,16 +18,6 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.store import message_authors
-from app.consent.service import Learning
-from app.frames.events import (
-    EventType,
-    MessageCreate,
-    MessageUpdate,
-    ReactionAdd,
-    ReactionRemove,
-    ReactionRemoveAll,
-    ReactionRemoveEmoji,
-)
 from app.kit.sql import any_array, replace_mentions_in
 from app.models.structured import Observation
 
@@ -52,9 +44,8 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-async def observe(
+async def add(
     session: AsyncSession,
-    learning: Learning,
     *,
     event_id: str,
     channel_id: int,
@@ -64,10 +55,8 @@ async def observe(
     message_id: int | None,
     content: str,
 ) -> bool:
-    """Insert one observation, when ``learning`` allows one about ``user_id`` (memory on,
-    the person not paused); False when not, or when ``event_id`` was already observed."""
-    if not await learning.allows(session, user_id):
-        return False
+    """Insert one observation (its content cut to an excerpt); False when ``event_id`` was
+    already observed."""
     result = await session.execute(
         insert(Observation)
         .values(
@@ -85,146 +74,7 @@ async def observe(
     return result.scalar_one_or_none() is not None
 
 
-async def observe_message(
-    session: AsyncSession, message: MessageCreate, event_id: str, learning: Learning
-) -> bool:
-    """A person's message. Bots (our own echo included) are not observed here."""
-    if message.author.bot:
-        return False
-    return await observe(
-        session,
-        learning,
-        event_id=event_id,
-        channel_id=message.channel_id,
-        guild_id=message.guild_id,
-        user_id=message.author.id,
-        kind=Kind.MESSAGE,
-        message_id=message.id,
-        content=message.content,
-    )
-
-
-async def observe_bot_message(
-    session: AsyncSession,
-    *,
-    message_id: int,
-    channel_id: int,
-    guild_id: int | None,
-    bot_user_id: int,
-    content: str,
-    event_id: str,
-    learning: Learning,
-) -> bool:
-    """One posted part of the bot's answer (``event_id`` e.g. ``bot:<message_id>``)."""
-    return await observe(
-        session,
-        learning,
-        event_id=event_id,
-        channel_id=channel_id,
-        guild_id=guild_id,
-        user_id=bot_user_id,
-        kind=Kind.BOT_MESSAGE,
-        message_id=message_id,
-        content=content,
-    )
-
-
-async def observe_edit(
-    session: AsyncSession, edit: MessageUpdate, event_id: str, learning: Learning
-) -> bool:
-    """An edit with new text; embed-only updates (no content) are not edits of anyone's words."""
-    if edit.content is None:
-        return False
-    if edit.author is not None:
-        user_id = edit.author.id
-    else:
-        user_id = (await message_authors(session, [edit.id])).get(edit.id, UNKNOWN_USER)
-    return await observe(
-        session,
-        learning,
-        event_id=event_id,
-        channel_id=edit.channel_id,
-        guild_id=edit.guild_id,
-        user_id=user_id,
-        kind=Kind.EDIT,
-        message_id=edit.id,
-        content=edit.content,
-    )
-
-
-async def observe_deletes(
-    session: AsyncSession,
-    channel_id: int,
-    guild_id: int | None,
-    ids: Sequence[int],
-    event_id: str,
-    learning: Learning,
-    authors: Mapping[int, int] | None = None,
-) -> int:
-    """One row per deleted message, filed under its author (looked up when not given).
-
-    Each row's event id is ``<event_id>:<message_id>`` so a bulk delete stays idempotent."""
-    if not ids:
-        return 0
-    known = dict(authors) if authors is not None else await message_authors(session, ids)
-    inserted = 0
-    for message_id in dict.fromkeys(ids):
-        inserted += await observe(
-            session,
-            learning,
-            event_id=f"{event_id}:{message_id}",
-            channel_id=channel_id,
-            guild_id=guild_id,
-            user_id=known.get(message_id, UNKNOWN_USER),
-            kind=Kind.DELETE,
-            message_id=message_id,
-            content="",
-        )
-    return inserted
-
-
-ReactionEvent = ReactionAdd | ReactionRemove | ReactionRemoveAll | ReactionRemoveEmoji
-
-
-async def observe_reaction(
-    session: AsyncSession,
-    event_type: EventType,
-    data: ReactionEvent,
-    event_id: str,
-    learning: Learning,
-    *,
-    bot_user_id: int | None = None,
-) -> bool:
-    """A reaction added, removed, or cleared. The bot's own reactions are echoes, not news.
-
-    Clears name no actor, so they are filed under the reacted message's author."""
-    match data:
-        case ReactionAdd() | ReactionRemove():
-            if bot_user_id is not None and data.user_id == bot_user_id:
-                return False
-            added = event_type is EventType.MESSAGE_REACTION_ADD
-            kind, user_id = (Kind.REACTION_ADD if added else Kind.REACTION_REMOVE), data.user_id
-            content = data.emoji.value
-        case ReactionRemoveAll():
-            kind, content = Kind.REACTION_CLEAR, ""
-            user_id = await _author_of(session, data.message_id)
-        case ReactionRemoveEmoji():
-            kind, content = Kind.REACTION_CLEAR_EMOJI, data.emoji.value
-            user_id = await _author_of(session, data.message_id)
-    return await observe(
-        session,
-        learning,
-        event_id=event_id,
-        channel_id=data.channel_id,
-        guild_id=data.guild_id,
-        user_id=user_id,
-        kind=kind,
-        message_id=data.message_id,
-        content=content,
-    )
-
-
-async def _author_of(session: AsyncSession, message_id: int) -> int:
+async def author_of(session: AsyncSession, message_id: int) -> int:
     return (await message_authors(session, [message_id])).get(message_id, UNKNOWN_USER)
 
 
