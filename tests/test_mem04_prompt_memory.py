@@ -10,9 +10,9 @@ from app.channel.exchange import Place
 from app.config import RecallScope, Settings
 from app.db import SessionFactory, unit_of_work
 from app.episodes.store import add_episode
+from app.memory.recall import PromptMemory, prompt_memory, recall_user_ids
 from app.models.memory import MemoryLog
 from app.models.structured import Pin
-from app.structured.recall import PromptMemory, prompt_memory, recall_user_ids
 from tests.support.memory_env import BOT_ID, add_memory
 
 CHANNEL, OTHER = 500, 501

@@ -20,6 +20,7 @@ from app.frames.events import (
     ReactionAdd,
     ReactionRemoveAll,
 )
+from app.memory.recall import PromptMemory, prompt_memory
 from app.models.memory import MemoryLog
 from app.models.structured import Observation
 from app.observations.service import (
@@ -30,7 +31,6 @@ from app.observations.service import (
     observe_reaction,
 )
 from app.structured.consolidation import consolidate_channel, enqueue_if_due
-from app.structured.recall import PromptMemory, prompt_memory
 from tests.support.memory_env import BOT_ID, add_memory, memory_env
 from tests.support.obs_env import episodes_of, say
 

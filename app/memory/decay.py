@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from app.db import unit_of_work
 from app.decision.vocabulary import STALE_OPTIONS, Question
 from app.memory import store
@@ -34,13 +32,6 @@ class DecayOutcome:
     kept: list[int] = field(default_factory=list)
     unanswered: list[int] = field(default_factory=list)
     skipped: list[int] = field(default_factory=list)
-
-
-async def stale_memory_ids(
-    session: AsyncSession, *, cutoff: datetime, limit: int = STALE_CAP
-) -> list[int]:
-    """Memories not updated since ``cutoff``, oldest first, at most ``limit``."""
-    return await store.stale_ids(session, cutoff=cutoff, limit=limit)
 
 
 def stale_prompt(content: str, updated_at: datetime | None, now: datetime) -> str:

@@ -21,7 +21,8 @@ from app.commands.parser import parse_command
 from app.consent.service import may_learn_about
 from app.db import unit_of_work
 from app.kit.clock import utcnow
-from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale, stale_memory_ids
+from app.memory import store as memories
+from app.memory.decay import STALE_AFTER, STALE_CAP, review_stale
 from app.memory.write_path import run_write_path
 from app.nightly import store as runs
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
@@ -246,7 +247,7 @@ async def decay(services: Services, run: RunView, step: NightlyStep) -> StepResu
     progress: Progress | None = None
     if stale is None:
         async with services.sessions() as session:
-            stale = await stale_memory_ids(session, cutoff=cutoff, limit=STALE_CAP)
+            stale = await memories.stale_ids(session, cutoff=cutoff, limit=STALE_CAP)
         progress = run.progress.model_copy(update={"stale": stale})
     batch = step.index
     ids = stale[batch * DECAY_BATCH : (batch + 1) * DECAY_BATCH]

@@ -37,7 +37,7 @@ from app.frames.events import Attachment, MessageCreate
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.memory.jobs import enqueue_remember
-from app.memory.recall import recall_query
+from app.memory.recall import PromptMemory, prompt_memory, recall_query
 from app.nightly import store as runs
 from app.observations import service as observations
 from app.persona import load_persona
@@ -45,7 +45,6 @@ from app.privacy import store as register
 from app.services import Services
 from app.signals.store import add_signal
 from app.structured import consolidation
-from app.structured.recall import PromptMemory, prompt_memory
 from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
