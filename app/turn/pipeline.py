@@ -25,7 +25,8 @@ from app.channel.directory import Mode, Rules
 from app.channel.exchange import Place
 from app.channel.signals import add_signal
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
-from app.commands.dispatch import handle_command, is_staff
+from app.commands.authority import Authority
+from app.commands.dispatch import handle_command
 from app.commands.parser import Command, parse_command
 from app.db import unit_of_work
 from app.decision.vocabulary import Question
@@ -578,7 +579,7 @@ async def run_task(
         request=message.content,
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
-        requester_is_staff=is_staff(message, services.settings),
+        requester_is_staff=Authority.of(message, services.settings).is_staff,
         answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
         attachments=tuple(carried.attachments),
         author_ids=frozenset({message.author.id, *context.participant_ids}),
