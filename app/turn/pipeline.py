@@ -285,14 +285,14 @@ TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPL
 async def load_context(
     services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
 ) -> Context:
-    """The last 20 messages, the persona with the active style and this channel's addition,
-    and this turn's progress; with MEMORY_RECALL=relevant, also the query recall ranks by
-    and, ahead of the 20, the older messages of this channel that bear on the message
-    (dated)."""
+    """The last 20 messages, the persona with this guild's style (a DM: the file's) and this
+    channel's addition, and this turn's progress; with MEMORY_RECALL=relevant, also the
+    query recall ranks by and, ahead of the 20, the older messages of this channel that bear
+    on the message (dated)."""
     rules = rules or Rules()
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
-        style = await runs.active_style(session)
+        style = await runs.active_style(session, message.guild_id)
         done = await steps.done_many(session, event_id, TURN_STEPS)
     query = None
     if services.settings.recall_relevant:
