@@ -143,8 +143,11 @@ class Settings(BaseSettings):
 
     persona_path: str = "persona.md"
 
+    # Staff act only inside the guild where a command is given (a role counts only as held
+    # there); operators do deployment-wide acts (app/commands/authority.py).
     staff_role_ids: IdList = Field(default_factory=list)
     staff_user_ids: IdList = Field(default_factory=list)
+    operator_user_ids: IdList = Field(default_factory=list)
 
     memory_enabled: bool = True
     memory_recall_scope: RecallScope = RecallScope.SPEAKER
@@ -177,6 +180,7 @@ class Settings(BaseSettings):
     @field_validator(
         "staff_role_ids",
         "staff_user_ids",
+        "operator_user_ids",
         "reaction_emojis",
         "discord_attachment_hosts",
         "redis_sentinels",

@@ -85,7 +85,7 @@ class NightlyStep:
     index: int = 0
 
     def __str__(self) -> str:
-        batched = self.name in (StepName.EXTRACT, StepName.DECAY)
+        batched = self.name in (StepName.EXTRACT, StepName.DECAY, StepName.STYLE)
         return f"{self.name.value}:{self.index}" if batched else self.name.value
 
     @classmethod

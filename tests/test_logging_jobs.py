@@ -17,7 +17,7 @@ from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.models.inbox import InboxEvent
 from app.models.structured import Pin
-from tests.support.frames import message_create
+from tests.support.frames import GUILD_ID, message_create
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.worker import drain
@@ -70,7 +70,13 @@ async def test_staff_unpin_of_a_channel_pin_is_answered_and_its_job_succeeds(
     staff_stack: Stack, sessions: SessionFactory
 ) -> None:
     async with sessions() as session, session.begin():
-        pin = Pin(scope="channel", channel_id=CHANNEL, content="No spoilers", created_by=STAFF)
+        pin = Pin(
+            scope="channel",
+            channel_id=CHANNEL,
+            guild_id=GUILD_ID,
+            content="No spoilers",
+            created_by=STAFF,
+        )
         session.add(pin)
         await session.flush()
         pin_id = pin.id

@@ -8,11 +8,13 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select
 
-from app.commands.dispatch import NOT_STAFF, handle_command
+from app.commands.authority import Refusal
+from app.commands.dispatch import handle_command
 from app.commands.parser import parse_command
 from app.commands.staff import LISTING_LIMIT
 from app.config import Settings
 from app.db import SessionFactory
+from app.frames.events import MessageCreate
 from app.models.memory import Memory
 from app.models.structured import Pin
 from tests.support.memory_env import (
@@ -26,6 +28,7 @@ from tests.support.memory_env import (
 from tests.support.staff_env import CHANNEL, chat_message
 
 STAFF = 7
+OPERATOR = 8
 STAFF_ROLE = 900
 MEMBER = 42
 OTHER = 43
@@ -35,13 +38,19 @@ _ids = iter(range(10_000, 20_000))
 @pytest.fixture
 async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[MemoryEnv]:
     staffed = settings.model_copy(
-        update={"staff_user_ids": [STAFF], "staff_role_ids": [STAFF_ROLE]}
+        update={
+            "staff_user_ids": [STAFF],
+            "staff_role_ids": [STAFF_ROLE],
+            "operator_user_ids": [OPERATOR],
+        }
     )
     async with memory_env(staffed, sessions) as env:
         yield env
 
 
-async def say(env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()):
+async def say(
+    env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()
+) -> MessageCreate:
     message = chat_message(id=next(_ids), author_id=author, content=content, roles=roles)
     command = parse_command(content, BOT_ID)
     assert command is not None
@@ -129,7 +138,7 @@ async def test_mem07_pin_and_unpin_channel_and_global_are_operator_facts_and_log
     caplog.set_level(logging.INFO, logger="app.commands.staff")
 
     await say(env, "!bot pin channel Movie night is every Friday")
-    await say(env, "!bot pin global Be kind to newcomers")
+    await say(env, "!bot pin global Be kind to newcomers", author=OPERATOR)
 
     channel_pin, global_pin = await pins(env.sessions)
     assert (channel_pin.scope, channel_pin.channel_id, channel_pin.content) == (
@@ -143,7 +152,7 @@ async def test_mem07_pin_and_unpin_channel_and_global_are_operator_facts_and_log
         "Be kind to newcomers",
     )
     assert {p.source for p in (channel_pin, global_pin)} == {"operator"}
-    assert {p.created_by for p in (channel_pin, global_pin)} == {STAFF}
+    assert (channel_pin.created_by, global_pin.created_by) == (STAFF, OPERATOR)
     assert env.discord.texts_in(CHANNEL) == [
         f"Pinned for this channel with id {channel_pin.id}.",
         f"Pinned for every channel with id {global_pin.id}.",
@@ -162,13 +171,13 @@ async def test_mem07_pin_and_unpin_channel_and_global_are_operator_facts_and_log
         for r in caplog.records
     ]
     assert ("staff pin added", STAFF, channel_pin.id) in logged
-    assert ("staff pin added", STAFF, global_pin.id) in logged
+    assert ("staff pin added", OPERATOR, global_pin.id) in logged
     assert ("staff pin removed", STAFF, channel_pin.id) in logged
     assert await ledger_rows(env.sessions) == []  # pins are not memories
 
 
 async def test_mem07_a_member_with_a_staff_role_may_use_staff_commands(env: MemoryEnv) -> None:
-    await say(env, "!bot pin global Quiet hours after 23:00", author=OTHER, roles=(STAFF_ROLE,))
+    await say(env, "!bot pin channel Quiet hours after 23:00", author=OTHER, roles=(STAFF_ROLE,))
 
     [pin] = await pins(env.sessions)
     assert pin.created_by == OTHER
@@ -190,7 +199,7 @@ async def test_mem07_non_staff_are_refused_and_nothing_changes(
 
     await say(env, content.format(memory=memory, pin=pin_id), author=OTHER, roles=(1, 2))
 
-    assert env.discord.texts_in(CHANNEL) == [NOT_STAFF]
+    assert env.discord.texts_in(CHANNEL) == [Refusal.NOT_STAFF]
     assert env.discord.dms_to(OTHER) == []
     assert await memories_of(env.sessions, MEMBER) == {memory: "Enjoys chess"}
     assert [p.id for p in await pins(env.sessions)] == [pin_id]

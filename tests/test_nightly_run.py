@@ -29,6 +29,7 @@ from app.models.signals import Signal
 from app.nightly import run as nightly_run
 from app.nightly import steps as nightly_steps
 from app.nightly.diary import DIARY_SYSTEM
+from app.nightly.progress import Progress
 from app.nightly.run import (
     JOB_NAME,
     AlreadyRan,
@@ -41,6 +42,7 @@ from app.nightly.steps import plan_chunks
 from app.nightly.store import RUN_LOCK, active_style
 from app.nightly.style import STYLE_SYSTEM
 from app.persona import load_persona
+from app.vocabulary import NightlyStep
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -54,6 +56,7 @@ from tests.support.memory_env import (
 
 ALICE, BOB = 11, 22
 CHANNEL = 500
+GUILD = 1  # where add_message puts a message by default
 PERSONA = "## Core\n\nYou are Tsumugi. Never share secrets.\n\n## Style\n\nShort and casual.\n"
 
 
@@ -420,8 +423,8 @@ async def test_style_revision_replaces_the_style_and_never_the_core(night: Night
     assert "too many emoji please" in request and "👎" in request
     assert "Never share secrets" not in request  # the core is not offered for editing
     async with env.sessions() as session:
-        active = await active_style(session)
-    assert active is not None and active.run_id == run.id
+        active = await active_style(session, GUILD)
+    assert active is not None and (active.run_id, active.guild_id) == (run.id, GUILD)
     persona = load_persona(env.services.settings.persona_path, active.content)
     assert persona.count("## Core") == 1
     assert (
@@ -432,7 +435,7 @@ async def test_style_revision_replaces_the_style_and_never_the_core(night: Night
 
     await rollback_run(env.sessions, run.id, dry_run=False)
     async with env.sessions() as session:
-        assert await active_style(session) is None
+        assert await active_style(session, GUILD) is None
 
 
 async def test_no_signals_means_no_style_revision(night: Night) -> None:
@@ -443,6 +446,88 @@ async def test_no_signals_means_no_style_revision(night: Night) -> None:
     assert not [b for b in night.env.model.requests if system_text(b) == STYLE_SYSTEM]
     async with night.env.sessions() as session:
         assert await session.scalar(select(StyleOverride)) is None
+
+
+OTHER_GUILD = 2
+
+
+async def rated_in(night: Night, guild_id: int, feedback: str, *, by: int = ALICE) -> None:
+    """``by`` corrects a bot message posted in ``guild_id``."""
+    bot_message = await night.say(
+        BOT_ID, "bot", "An answer", hours_ago=2, is_bot=True, guild_id=guild_id
+    )
+    async with unit_of_work(night.env.sessions) as session:
+        session.add(Signal(message_id=bot_message, user_id=by, kind="correction", value=feedback))
+
+
+def by_guild_feedback(body: dict[str, Any]) -> Reply:
+    if system_text(body) == STYLE_SYSTEM:
+        request = user_text(body)
+        return Text("Formal now." if "guild one" in request else "Playful now.")
+    return Text(fact("They said something worth keeping."))
+
+
+async def test_each_guilds_revision_is_its_own_step_and_rollback_restores_each_guilds_style(
+    night: Night,
+) -> None:
+    env = night.env
+    env.model.responder = by_guild_feedback
+    async with unit_of_work(env.sessions) as session:
+        session.add_all(
+            [
+                StyleOverride(guild_id=GUILD, content="Before, in one."),
+                StyleOverride(guild_id=OTHER_GUILD, content="Before, in two."),
+            ]
+        )
+    await rated_in(night, GUILD, "guild one: too casual")
+    await rated_in(night, OTHER_GUILD, "guild two: too stiff", by=BOB)
+
+    run = await night.run()
+
+    steps = [args[1] for _, args, _ in night.queue.jobs]
+    assert steps[-3:] == ["style:0", "style:1", "finish"]
+    async with env.sessions() as session:
+        one, two = await active_style(session, GUILD), await active_style(session, OTHER_GUILD)
+    assert one is not None and two is not None
+    assert (one.content, two.content) == ("Formal now.", "Playful now.")
+    assert one.run_id == two.run_id == run.id
+
+    await rollback_run(env.sessions, run.id, dry_run=False)
+
+    async with env.sessions() as session:
+        one, two = await active_style(session, GUILD), await active_style(session, OTHER_GUILD)
+    assert one is not None and one.content == "Before, in one."
+    assert two is not None and two.content == "Before, in two."
+
+
+async def test_a_retried_style_step_revises_its_guild_once(night: Night) -> None:
+    await rated_in(night, GUILD, "too many emoji please")
+    run = await night.run()
+    progress = Progress.of(run.summary or {})
+    assert run.window_start is not None and run.window_end is not None
+    view = nightly_steps.RunView(run.id, run.window_start, run.window_end, progress)
+
+    # The job died after its revision committed and before the step was recorded.
+    again = await nightly_steps.run_step(night.env.services, view, NightlyStep.parse("style:0"))
+
+    assert str(again.next) == "finish" and again.errors == []
+    assert len([b for b in night.env.model.requests if system_text(b) == STYLE_SYSTEM]) == 1
+    async with night.env.sessions() as session:
+        assert len((await session.scalars(select(StyleOverride))).all()) == 1
+
+
+async def test_a_night_revises_at_most_style_guilds_guilds_the_busiest_first(
+    night: Night, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nightly_steps, "STYLE_GUILDS", 1)
+    await rated_in(night, GUILD, "guild one: too casual")
+    await rated_in(night, OTHER_GUILD, "guild two: too stiff")
+    await rated_in(night, OTHER_GUILD, "guild two: still too stiff", by=BOB)
+
+    await night.run()
+
+    [request] = [user_text(b) for b in night.env.model.requests if system_text(b) == STYLE_SYSTEM]
+    assert "guild two" in request and "guild one" not in request
 
 
 # --- failures and replays ----------------------------------------------------------------
@@ -477,7 +562,7 @@ async def test_a_replayed_step_job_does_nothing(night: Night) -> None:
     run = await night.run()
     asked, written = len(night.env.jev.requests), len(night.env.model.requests)
 
-    for step in ("plan", "extract:0", "retention", "decay:0", "diary", "style", "finish"):
+    for step in ("plan", "extract:0", "retention", "decay:0", "diary", "style:0", "finish"):
         assert await nightly_step(night.env.services, run.id, step) is None
 
     assert (len(night.env.jev.requests), len(night.env.model.requests)) == (asked, written)

@@ -3,28 +3,22 @@ rows that existed before it read exactly as rows the store and the channel log w
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import asyncpg
 import pytest
-from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from alembic import command
 from app.channel import store as channel_log
 from app.channel.exchange import Place
-from app.db import create_engine, create_session_factory, unit_of_work
+from app.db import create_session_factory, unit_of_work
 from app.frames.events import MessageCreate
 from app.kit.tokens import tokenize
 from app.memory import store
 from app.memory.records import Why
-from tests.conftest import DB_NAME, PG_HOST, PG_USER
 from tests.support.frames import message_create
+from tests.support.migrations import ScratchDatabase, database_at
 
-DB = f"{DB_NAME}_m0008"
-URL = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{DB}"
 TEXTS = [
     "Alice has a cat named Miso.",
     "アリスは毎週土曜日に書道教室に通っている",
@@ -35,30 +29,14 @@ TEXTS = [
 ]
 
 
-def migrate(revision: str, *, down: bool = False) -> None:
-    config = Config("alembic.ini")
-    config.set_main_option("sqlalchemy.url", URL)
-    config.attributes["configure_logger"] = False
-    (command.downgrade if down else command.upgrade)(config, revision)
-
-
 @pytest.fixture
-async def engine_at_0007() -> AsyncIterator[AsyncEngine]:
-    admin = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
-    await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-    await admin.execute(f'CREATE DATABASE "{DB}"')
-    await asyncio.to_thread(migrate, "0007")
-    engine = create_engine(URL, pool_size=1)
-    try:
-        yield engine
-    finally:
-        await engine.dispose()
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-        await admin.close()
+async def at_0007() -> AsyncIterator[ScratchDatabase]:
+    async with database_at("m0008", "0007") as database:
+        yield database
 
 
-async def test_the_backfill_writes_what_the_owners_write(engine_at_0007: AsyncEngine) -> None:
-    async with engine_at_0007.begin() as conn:
+async def test_the_backfill_writes_what_the_owners_write(at_0007: ScratchDatabase) -> None:
+    async with at_0007.engine.begin() as conn:
         for n, content in enumerate(TEXTS):
             await conn.exec_driver_sql(
                 "INSERT INTO memories (user_id, content) VALUES (11, $1)", (content,)
@@ -69,9 +47,9 @@ async def test_the_backfill_writes_what_the_owners_write(engine_at_0007: AsyncEn
                 (n + 1, content),
             )
 
-    await asyncio.to_thread(migrate, "head")
+    await at_0007.migrate("head")
 
-    sessions = create_session_factory(engine_at_0007)
+    sessions = create_session_factory(at_0007.engine)
     async with unit_of_work(sessions) as session:
         for content in TEXTS:
             await store.add(session, 22, content, Why("extraction"), learned_in=Place(1))
@@ -82,8 +60,8 @@ async def test_the_backfill_writes_what_the_owners_write(engine_at_0007: AsyncEn
         ("memories", "user_id = 11", "user_id = 22"),
         ("messages", "channel_id = 300", "channel_id = 301"),
     ):
-        assert await tokens_where(engine_at_0007, table, backfilled) == expected
-        assert await tokens_where(engine_at_0007, table, written) == expected
+        assert await tokens_where(at_0007.engine, table, backfilled) == expected
+        assert await tokens_where(at_0007.engine, table, written) == expected
 
 
 async def tokens_where(engine: AsyncEngine, table: str, where: str) -> dict[str, list[str]]:
@@ -94,7 +72,7 @@ async def tokens_where(engine: AsyncEngine, table: str, where: str) -> dict[str,
         return {content: tokens for content, tokens in rows}
 
 
-async def test_the_migration_goes_down_and_up_again(engine_at_0007: AsyncEngine) -> None:
-    await asyncio.to_thread(migrate, "head")
-    await asyncio.to_thread(migrate, "0007", down=True)
-    await asyncio.to_thread(migrate, "head")
+async def test_the_migration_goes_down_and_up_again(at_0007: ScratchDatabase) -> None:
+    await at_0007.migrate("head")
+    await at_0007.migrate("0007", down=True)
+    await at_0007.migrate("head")

@@ -115,7 +115,7 @@ async def list_runs(
     async with sessions() as session:
         found = await runs.newest(session, limit)
         styles = await runs.style_of_runs(session, [run.id for run in found])
-    return [_run_body(run, styles.get(run.id)) for run in found]
+    return [_run_body(run, styles.get(run.id, [])) for run in found]
 
 
 @router.get(
@@ -130,10 +130,10 @@ async def get_run(sessions: Sessions, run_id: RunId) -> NightlyRunBody:
         if run is None:
             raise NotFound(f"no nightly run {run_id}")
         styles = await runs.style_of_runs(session, [run.id])
-    return _run_body(run, styles.get(run.id))
+    return _run_body(run, styles.get(run.id, []))
 
 
-def _run_body(run: runs.Run, style: runs.Style | None) -> NightlyRunBody:
+def _run_body(run: runs.Run, styles: list[runs.Style]) -> NightlyRunBody:
     summary = dict(run.summary or {})
     pending = Progress.of(summary).next
     return NightlyRunBody(
@@ -148,16 +148,16 @@ def _run_body(run: runs.Run, style: runs.Style | None) -> NightlyRunBody:
         summary=RunSummary.model_validate(
             {k: v for k, v in summary.items() if k in RunSummary.model_fields}
         ),
-        style_revision=(
+        style_revisions=[
             StyleRevision(
                 id=style.id,
+                guild_id=str(style.guild_id) if style.guild_id is not None else None,
                 content=style.content,
                 created_at=style.created_at,
                 reverted_at=style.reverted_at,
             )
-            if style is not None
-            else None
-        ),
+            for style in styles
+        ],
         started_at=run.started_at,
         finished_at=run.finished_at,
         rolled_back_at=run.rolled_back_at,

@@ -88,6 +88,10 @@ class RunSummary(CamelModel):
 
 class StyleRevision(CamelModel):
     id: int
+    guild_id: str | None = Field(
+        description="the guild it was made for and applies in; null: a deployment-wide "
+        "revision from before styles were per guild, applied nowhere"
+    )
     content: str
     created_at: datetime
     reverted_at: datetime | None
@@ -103,7 +107,7 @@ class NightlyRunBody(CamelModel):
     window_end: datetime | None
     diary: str | None
     summary: RunSummary
-    style_revision: StyleRevision | None
+    style_revisions: list[StyleRevision] = Field(description="one per guild the night revised")
     started_at: datetime
     finished_at: datetime | None
     rolled_back_at: datetime | None

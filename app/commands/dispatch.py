@@ -4,6 +4,7 @@ model reply; each answers the person in the channel (or by DM where the seed say
 from __future__ import annotations
 
 from app.commands import memory
+from app.commands.authority import Authority
 from app.commands.forgetme import forget_me
 from app.commands.memory import Asker
 from app.commands.parser import (
@@ -21,21 +22,11 @@ from app.commands.parser import (
     Usage,
 )
 from app.commands.staff import run_staff_command
-from app.config import Settings
 from app.db import unit_of_work
 from app.frames.events import MessageCreate
 from app.services import Services
 from app.turn import store as steps
 from app.turn.store import Step
-
-NOT_STAFF = "Sorry, only staff can use `!bot` commands."
-
-
-def is_staff(message: MessageCreate, settings: Settings) -> bool:
-    if message.author.id in settings.staff_user_ids:
-        return True
-    roles = message.member.roles if message.member else []
-    return any(role in settings.staff_role_ids for role in roles)
 
 
 async def handle_command(
@@ -84,7 +75,4 @@ async def answer(services: Services, message: MessageCreate, text: str) -> None:
 
 
 async def staff_command(services: Services, command: StaffCommand, message: MessageCreate) -> None:
-    if not is_staff(message, services.settings):
-        await answer(services, message, NOT_STAFF)
-        return
-    await run_staff_command(services, command, message)
+    await run_staff_command(services, command, message, Authority.of(message, services.settings))

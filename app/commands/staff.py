@@ -1,8 +1,10 @@
-"""MEM-07 staff commands: review and edit anyone's memories, and manage operator pins.
+"""MEM-07 staff commands: review and edit memories, and manage operator pins.
 
-The dispatcher has already checked the author is staff. Every memory read and change
-is in `memory_log` with actor `staff` (the staff member's id in the reason); pins are not
-memories, so pin changes go to the structured log with the staff member's id instead.
+Each command runs with the `Authority` of its author where it was given: staff reach only
+what belongs to that guild, operators also what reaches past it; a refused command is
+answered and changes nothing. Every memory read and change is in `memory_log` with actor
+`staff` (the staff member's id in the reason); every act, and every refusal, is also a
+structured log line with the actor's id, guild and authority.
 A memory listing is sent by DM to the staff member, never into the (possibly public) channel.
 Channel settings (mode, persona) change through the channel directory, whose change every
 worker's cache sees at its next lookup."""
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.channel.exchange import Place
+from app.commands.authority import Authority
 from app.commands.parser import (
     StaffChannelMode,
     StaffChannelPersona,
@@ -70,21 +72,38 @@ def _reason(message: MessageCreate, what: str) -> str:
     return f"staff {message.author.id}: {what}"
 
 
+def log_act(authority: Authority, event: str, **details: object) -> None:
+    """The structured log line of one staff or operator act (or refusal)."""
+    logger.info(
+        event,
+        extra={
+            "staff_id": authority.actor_id,
+            "guild_id": authority.guild_id,
+            "authority": authority.level,
+            **details,
+        },
+    )
+
+
 async def run_staff_command(
-    services: Services, command: StaffCommand, message: MessageCreate
+    services: Services, command: StaffCommand, message: MessageCreate, authority: Authority
 ) -> None:
-    """Run one staff command (the caller checked the author is staff) and answer it."""
+    """Run one staff command with its author's authority here, and answer it."""
+    if (refused := authority.refusal(command)) is not None:
+        log_act(authority, "staff command refused", command=type(command).__name__)
+        await _answer(services, message, refused)
+        return
     match command:
         case StaffMemory(user_id=user_id):
-            await _list_memories(services, message, user_id)
+            await _list_memories(services, message, authority, user_id)
         case StaffForgetFact(memory_id=memory_id):
-            await _forget_fact(services, message, memory_id)
+            await _forget_fact(services, message, authority, memory_id)
         case StaffPin(scope=scope, fact=fact):
-            await _pin(services, message, scope, fact)
+            await _pin(services, message, authority, scope, fact)
         case StaffUnpin(pin_id=pin_id):
-            await _unpin(services, message, pin_id)
+            await _unpin(services, message, authority, pin_id)
         case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
-            await _channel_setting(services, message, command)
+            await _channel_setting(services, message, authority, command)
 
 
 async def _answer(services: Services, message: MessageCreate, text: str) -> None:
@@ -93,14 +112,17 @@ async def _answer(services: Services, message: MessageCreate, text: str) -> None
     )
 
 
-async def _list_memories(services: Services, message: MessageCreate, user_id: int) -> None:
+async def _list_memories(
+    services: Services, message: MessageCreate, authority: Authority, user_id: int
+) -> None:
     why = Why(ACTOR, _reason(message, "!bot memory"))
     async with unit_of_work(services.sessions) as session:
         # Staff of one guild see what was learned there (an operator in a DM sees all).
-        here = Place(message.guild_id)
+        here = authority.reach
         shown = await store.recent(session, user_id, why, limit=LISTING_LIMIT, place=here)
         full = len(shown) == LISTING_LIMIT
         total = await store.count(session, user_id, place=here) if full else len(shown)
+    log_act(authority, "staff memory listing", user_id=user_id, shown=len(shown))
     listing = format_staff_listing(
         user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
     )
@@ -109,33 +131,31 @@ async def _list_memories(services: Services, message: MessageCreate, user_id: in
             message.author.id, listing, nonce_key=f"staff-memory:{message.id}"
         )
     except DiscordError as exc:
-        logger.info(
-            "staff memory listing: DM failed",
-            extra={"staff_id": message.author.id, "user_id": user_id, "error": repr(exc)},
-        )
+        log_act(authority, "staff memory listing: DM failed", user_id=user_id, error=repr(exc))
         await _answer(services, message, LISTING_DM_FAILED)
         return
     await _answer(services, message, listing_sent(user_id, len(shown)))
 
 
-async def _forget_fact(services: Services, message: MessageCreate, memory_id: int) -> None:
+async def _forget_fact(
+    services: Services, message: MessageCreate, authority: Authority, memory_id: int
+) -> None:
     why = Why(ACTOR, _reason(message, "!bot forget-fact"), trigger=f"staff:{message.id}")
     async with unit_of_work(services.sessions) as session:
         # Under the owner's lock, as the write path takes it: no extraction races the delete.
-        gone = await store.delete_one(session, memory_id, why, visible_in=Place(message.guild_id))
+        gone = await store.delete_one(session, memory_id, why, visible_in=authority.reach)
     if gone is None:
         await _answer(services, message, f"No memory with id {memory_id} was found.")
         return
-    logger.info(
-        "staff forget-fact",
-        extra={"staff_id": message.author.id, "memory_id": memory_id, "user_id": gone.user_id},
-    )
+    log_act(authority, "staff forget-fact", memory_id=memory_id, user_id=gone.user_id)
     await _answer(
         services, message, f"Deleted memory {memory_id} (it belonged to `{gone.user_id}`)."
     )
 
 
-async def _pin(services: Services, message: MessageCreate, scope: pins.Scope, fact: str) -> None:
+async def _pin(
+    services: Services, message: MessageCreate, authority: Authority, scope: pins.Scope, fact: str
+) -> None:
     if len(fact) > pins.MAX_PIN_CHARS:
         await _answer(services, message, f"A pin can be at most {pins.MAX_PIN_CHARS} characters.")
         return
@@ -147,35 +167,37 @@ async def _pin(services: Services, message: MessageCreate, scope: pins.Scope, fa
             channel_id=channel_id,
             content=fact,
             created_by=message.author.id,
+            guild_id=message.guild_id,
         )
-    logger.info(
+    log_act(
+        authority,
         "staff pin added" if created else "staff pin already present",
-        extra={
-            "staff_id": message.author.id,
-            "pin_id": pin.id,
-            "scope": scope,
-            "channel_id": channel_id,
-            "chars": len(fact),
-        },
+        pin_id=pin.id,
+        scope=scope,
+        channel_id=channel_id,
+        chars=len(fact),
     )
     where = "for this channel" if scope == "channel" else "for every channel"
     await _answer(services, message, f"Pinned {where} with id {pin.id}.")
 
 
-async def _unpin(services: Services, message: MessageCreate, pin_id: int) -> None:
+async def _unpin(
+    services: Services, message: MessageCreate, authority: Authority, pin_id: int
+) -> None:
     async with unit_of_work(services.sessions) as session:
-        gone = await pins.remove_pin(session, pin_id)
-    if gone is None:
+        pin = await pins.get_pin(session, pin_id)
+        refused = authority.unpin_refusal(pin.scope, pin.guild_id) if pin else None
+        if pin is not None and refused is None:
+            await pins.remove_pin(session, pin_id)
+    if pin is None:
         await _answer(services, message, f"No pin with id {pin_id} was found.")
         return
-    logger.info(
-        "staff pin removed",
-        extra={
-            "staff_id": message.author.id,
-            "pin_id": pin_id,
-            "scope": gone.scope,
-            "channel_id": gone.channel_id,
-        },
+    if refused is not None:
+        log_act(authority, "staff unpin refused", pin_id=pin_id, scope=pin.scope)
+        await _answer(services, message, refused)
+        return
+    log_act(
+        authority, "staff pin removed", pin_id=pin_id, scope=pin.scope, channel_id=pin.channel_id
     )
     await _answer(services, message, f"Removed pin {pin_id}.")
 
@@ -214,6 +236,7 @@ def describe_rules(channel_id: int, rules: Rules) -> str:
 async def _channel_setting(
     services: Services,
     message: MessageCreate,
+    authority: Authority,
     command: StaffChannelShow | StaffChannelMode | StaffChannelPersona,
 ) -> None:
     if message.guild_id is None:
@@ -225,15 +248,20 @@ async def _channel_setting(
         except ValueError as exc:
             await _answer(services, message, f"Not changed: {exc}.")
             return
-    if not isinstance(command, StaffChannelShow):
-        await _change_channel(services, message, command)
+    if isinstance(command, StaffChannelShow):
+        log_act(authority, "staff channel settings shown", channel_id=message.channel_id)
+    else:
+        await _change_channel(services, message, authority, command)
     async with services.sessions() as session:
         _, rules = await directory.rules_for(session, message.channel_id)
     await _answer(services, message, describe_rules(message.channel_id, rules))
 
 
 async def _change_channel(
-    services: Services, message: MessageCreate, command: StaffChannelMode | StaffChannelPersona
+    services: Services,
+    message: MessageCreate,
+    authority: Authority,
+    command: StaffChannelMode | StaffChannelPersona,
 ) -> None:
     is_mode = isinstance(command, StaffChannelMode)
     async with unit_of_work(services.sessions) as session:
@@ -246,11 +274,9 @@ async def _change_channel(
             persona=command.text if isinstance(command, StaffChannelPersona) else directory.KEEP,
         )
     await services.channel_rules.invalidate()
-    logger.info(
+    log_act(
+        authority,
         "staff channel setting changed",
-        extra={
-            "staff_id": message.author.id,
-            "channel_id": message.channel_id,
-            "setting": "mode" if is_mode else "persona",
-        },
+        channel_id=message.channel_id,
+        setting="mode" if is_mode else "persona",
     )

@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Date, ForeignKey, Identity, Index, Text, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.models.base import Base, CreatedAt, Json, Timestamp
+from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
 
 
 class NightlyRun(Base):
@@ -42,11 +42,15 @@ class NightlyRun(Base):
 
 
 class StyleOverride(Base):
-    """The persona's style section as revised by a night; the newest unreverted one is active."""
+    """The persona's style section as revised by a night for one guild; the guild's newest
+    unreverted one is active there."""
 
     __tablename__ = "style_overrides"
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    # The guild whose feedback made it and whose replies use it. NULL: a deployment-wide
+    # revision from before styles were per guild, kept for the record and applied nowhere.
+    guild_id: Mapped[Snowflake | None]
     content: Mapped[str] = mapped_column(Text)
     # Provenance: whose feedback (and whose conversations the rated bot messages answered)
     # the revision was made from; NULL: before it was recorded.
@@ -57,4 +61,12 @@ class StyleOverride(Base):
     created_at: Mapped[CreatedAt]
     reverted_at: Mapped[Timestamp | None]
 
-    __table_args__ = (Index("ix_style_overrides_run", "run_id"),)
+    __table_args__ = (
+        Index("ix_style_overrides_run", "run_id"),
+        Index(
+            "ix_style_overrides_guild_active",
+            "guild_id",
+            "created_at",
+            postgresql_where=text("reverted_at IS NULL"),
+        ),
+    )

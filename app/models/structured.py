@@ -60,6 +60,9 @@ class Pin(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
     scope: Mapped[str] = mapped_column(Text)
     channel_id: Mapped[Snowflake | None]
+    # The guild of a channel pin's channel: only that guild's staff remove it (NULL: a
+    # global pin, a DM channel's, or one whose guild was not known when it was migrated).
+    guild_id: Mapped[Snowflake | None]
     content: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text, server_default=text("'operator'"))
     created_by: Mapped[Snowflake]

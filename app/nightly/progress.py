@@ -45,6 +45,8 @@ class Progress(BaseModel):
     memory_off: bool = False
     # decay: the stale memories picked on its first batch, reviewed five a batch
     stale: list[int] | None = None
+    # style: the guilds revised tonight, fixed by its first step (one guild a step)
+    style_guilds: list[str] | None = None
 
     @classmethod
     def of(cls, summary: dict[str, object]) -> Progress:

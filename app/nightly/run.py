@@ -1,9 +1,9 @@
 """The nightly consolidation run: a chain of bounded, resumable steps, one ARQ job each.
 
 ``plan`` → ``extract:<n>`` (one chunk each) → ``retention`` (MEM-06, when configured) →
-``decay:<n>`` (five reviews each) → ``diary`` → ``style`` → ``finish``. The run row's
-``summary.progress.next`` (app/nightly/progress.py) names the one pending step; a job for any
-other step is a duplicate and does nothing, so replays and retries are harmless."""
+``decay:<n>`` (five reviews each) → ``diary`` → ``style:<n>`` (one guild each) → ``finish``.
+The run row's ``summary.progress.next`` (app/nightly/progress.py) names the one pending step;
+a job for any other step is a duplicate and does nothing, so replays and retries are harmless."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The nightly run's steps, in seed 000's order: extraction over each speaker's chunks of six
 (newest five chunks), retention (MEM-06), the decay review (twenty a night), the diary, the
-style revision. Each step is bounded by caps and does its piece in one ARQ job.
+style revision (one guild a step). Each step is bounded by caps and does its piece in one ARQ job.
 
 Extraction runs in waves: each ``extract:<n>`` step works on up to NIGHTLY_CONCURRENCY
 speakers at once, one chunk each; a speaker's chunks stay in order, one per wave."""
@@ -18,6 +18,7 @@ from app.channel.exchange import EXCHANGE_SIZE, Exchange, Place, build_exchange,
 from app.channel.store import LoggedMessage, line_of
 from app.chat.base import ChatFailed
 from app.commands.parser import parse_command
+from app.consent import store as consent
 from app.consent.service import may_learn_about
 from app.db import unit_of_work
 from app.kit.clock import utcnow
@@ -27,7 +28,14 @@ from app.memory.write_path import run_write_path
 from app.nightly import store as runs
 from app.nightly.diary import DIARY_MESSAGES, DiaryLine, write_diary
 from app.nightly.progress import Chunk, Progress
-from app.nightly.style import SIGNAL_CAP, current_style, revise_style
+from app.nightly.style import (
+    SIGNAL_CAP,
+    SIGNALS_PER_PERSON,
+    STYLE_GUILDS,
+    current_style,
+    rejection,
+    revise_style,
+)
 from app.privacy import store as register
 from app.services import Services
 from app.signals import store as signals
@@ -83,7 +91,7 @@ async def run_step(services: Services, run: RunView, step: NightlyStep) -> StepR
         case StepName.DIARY:
             return await diary(services, run)
         case StepName.STYLE:
-            return await style(services, run)
+            return await style(services, run, step)
         case StepName.FINISH:
             return StepResult(next=None)
 
@@ -292,24 +300,67 @@ async def diary(services: Services, run: RunView) -> StepResult:
     return StepResult(next=STYLE, diary=text, diary_sources=authors, read_at=read_at)
 
 
-async def style(services: Services, run: RunView) -> StepResult:
+async def style(services: Services, run: RunView, step: NightlyStep) -> StepResult:
+    """Step ``style:<n>`` revises the n-th guild's style. The guilds (those with feedback
+    tonight, at most STYLE_GUILDS, the most first) are fixed by the first style step, so a
+    resumed run revises the same ones; a DM's feedback revises nothing."""
+    guilds = run.progress.style_guilds
+    progress: Progress | None = None
+    if guilds is None:
+        async with services.sessions() as session:
+            found = await signals.feedback_guilds(
+                session,
+                start=run.window_start,
+                end=run.window_end,
+                per_person=SIGNALS_PER_PERSON,
+                limit=STYLE_GUILDS,
+            )
+        guilds = [str(guild) for guild in found]
+        progress = run.progress.model_copy(update={"style_guilds": guilds})
+    more = step.index + 1 < len(guilds)
+    result = StepResult(next=step.next_batch() if more else FINISH, progress=progress)
+    if step.index < len(guilds):
+        result.errors.extend(await _guild_style(services, run, int(guilds[step.index])))
+    return result
+
+
+async def _guild_style(services: Services, run: RunView, guild_id: int) -> list[str]:
+    """Revise one guild's style from its own feedback; the errors to note."""
     read_at = utcnow()
     async with services.sessions() as session:
         done = await runs.style_of_runs(session, [run.id])
-        feedback = await signals.window_signals(
-            session, start=run.window_start, end=run.window_end, limit=SIGNAL_CAP
+        if any(made.guild_id == guild_id for made in done.get(run.id, [])):
+            return []  # a retried step: this guild is revised already
+        feedback = await signals.guild_feedback(
+            session,
+            guild_id=guild_id,
+            start=run.window_start,
+            end=run.window_end,
+            per_person=SIGNALS_PER_PERSON,
+            limit=SIGNAL_CAP,
         )
-        current = await current_style(session, services.settings.persona_path)
-    if done or not feedback:
-        return StepResult(next=FINISH)  # already revised, or no feedback: no revision
+        # A paused person's feedback, and feedback on a reply to them, never shapes a style.
+        paused = await consent.paused_among(session, set().union(*(s.people for s in feedback)))
+        current = await current_style(session, services.settings.persona_path, guild_id)
+    feedback = [signal for signal in feedback if not signal.people & paused]
+    if not feedback:
+        return []
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             revised = await revise_style(services.chat, current, feedback)
     except (ChatFailed, TimeoutError):
-        return StepResult(next=FINISH, errors=["style: the chat model gave no revision"])
+        return [f"style: guild {guild_id}: the chat model gave no revision"]
+    if (why := rejection(current, revised, feedback)) is not None:
+        logger.warning(
+            "style revision rejected",
+            extra={"guild_id": guild_id, "reason": why, "chars": len(revised)},
+        )
+        return [f"style: guild {guild_id}: revision rejected ({why}); the style is kept"]
     sources = set().union(*(signal.people for signal in feedback)) - {services.bot_user_id}
     async with unit_of_work(services.sessions) as session:
         if await register.blocked(session, sources, since=read_at):
-            return StepResult(next=FINISH, errors=["style: withheld, a source was erased"])
-        await runs.add_style(session, content=revised, run_id=run.id, sources=sources)
-    return StepResult(next=FINISH)
+            return [f"style: guild {guild_id}: withheld, a source was erased"]
+        await runs.add_style(
+            session, guild_id=guild_id, content=revised, run_id=run.id, sources=sources
+        )
+    return []

@@ -43,6 +43,7 @@ class Style:
     run_id: int | None
     created_at: datetime
     reverted_at: datetime | None
+    guild_id: int | None = None  # None: a deployment-wide revision of before, applied nowhere
 
 
 def _run(row: NightlyRun) -> Run:
@@ -62,7 +63,7 @@ def _run(row: NightlyRun) -> Run:
 
 
 def _style(row: StyleOverride) -> Style:
-    return Style(row.id, row.content, row.run_id, row.created_at, row.reverted_at)
+    return Style(row.id, row.content, row.run_id, row.created_at, row.reverted_at, row.guild_id)
 
 
 # --- runs -------------------------------------------------------------------------------------
@@ -135,8 +136,9 @@ async def lock_run(session: AsyncSession, run_id: int) -> None:
 
 
 async def mark_rolled_back(session: AsyncSession, run: Run, now: datetime) -> None:
-    """The run is undone: its style revision is reverted, and a run that had not finished
-    stops (its remaining steps see ``rolled_back_at``)."""
+    """The run is undone: its style revisions are reverted (each guild's previous style
+    applies again), and a run that had not finished stops (its remaining steps see
+    ``rolled_back_at``)."""
     await session.execute(
         update(StyleOverride)
         .where(StyleOverride.run_id == run.id, StyleOverride.reverted_at.is_(None))
@@ -161,19 +163,22 @@ async def mark_content_redacted(session: AsyncSession, run_ids: Sequence[int]) -
 # --- style overrides --------------------------------------------------------------------------
 
 
-async def active_style(session: AsyncSession) -> Style | None:
-    """The newest style override that has not been reverted, if any."""
+async def active_style(session: AsyncSession, guild_id: int | None) -> Style | None:
+    """The guild's newest style override that has not been reverted, if any. A DM has none
+    (its replies use the persona file's style), nor has any guild a deployment-wide one."""
+    if guild_id is None:
+        return None
     row = await session.scalar(
         select(StyleOverride)
-        .where(StyleOverride.reverted_at.is_(None))
+        .where(StyleOverride.guild_id == guild_id, StyleOverride.reverted_at.is_(None))
         .order_by(StyleOverride.created_at.desc(), StyleOverride.id.desc())
         .limit(1)
     )
     return _style(row) if row is not None else None
 
 
-async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[int, Style]:
-    """The style revision each run produced (runs without one are absent)."""
+async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[int, list[Style]]:
+    """The style revisions each run produced, one per guild (runs without one are absent)."""
     if not run_ids:
         return {}
     rows = await session.scalars(
@@ -181,14 +186,22 @@ async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[i
         .where(StyleOverride.run_id.in_(list(run_ids)))
         .order_by(StyleOverride.id)
     )
-    return {row.run_id: _style(row) for row in rows if row.run_id is not None}
+    styles: dict[int, list[Style]] = {}
+    for row in rows:
+        if row.run_id is not None:
+            styles.setdefault(row.run_id, []).append(_style(row))
+    return styles
 
 
 async def add_style(
-    session: AsyncSession, *, content: str, run_id: int, sources: Collection[int]
+    session: AsyncSession, *, guild_id: int, content: str, run_id: int, sources: Collection[int]
 ) -> None:
-    """A night's style revision, made from ``sources``' feedback (provenance)."""
-    session.add(StyleOverride(content=content, run_id=run_id, source_user_ids=sorted(sources)))
+    """A night's style revision for one guild, made from ``sources``' feedback (provenance)."""
+    session.add(
+        StyleOverride(
+            guild_id=guild_id, content=content, run_id=run_id, source_user_ids=sorted(sources)
+        )
+    )
     await session.flush()
 
 

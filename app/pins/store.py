@@ -1,6 +1,7 @@
 """Operator pins (seed 001): facts staff set for one channel or for every channel.
 
-Thin queries; the staff commands decide who may call them, recall reads them into prompts."""
+Thin queries; the staff commands decide who may call them (a channel pin records the guild
+of its channel, so only that guild's staff remove it), recall reads them into prompts."""
 
 from __future__ import annotations
 
@@ -24,14 +25,21 @@ class PinRecord:
     scope: str
     channel_id: int | None
     content: str
+    guild_id: int | None = None  # the guild of a channel pin's channel (None: DM, or unknown)
 
 
 def _record(pin: Pin) -> PinRecord:
-    return PinRecord(pin.id, pin.scope, pin.channel_id, pin.content)
+    return PinRecord(pin.id, pin.scope, pin.channel_id, pin.content, pin.guild_id)
 
 
 async def add_pin(
-    session: AsyncSession, *, scope: Scope, channel_id: int | None, content: str, created_by: int
+    session: AsyncSession,
+    *,
+    scope: Scope,
+    channel_id: int | None,
+    content: str,
+    created_by: int,
+    guild_id: int | None = None,
 ) -> tuple[PinRecord, bool]:
     """Insert a pin; ``(pin, created)``. The same fact pinned again by the same person in the
     same place returns the existing pin, so a retried command does not pin twice."""
@@ -46,12 +54,24 @@ async def add_pin(
     )
     if existing is not None:
         return _record(existing), False
-    pin = Pin(scope=scope, channel_id=channel_id, content=content, created_by=created_by)
+    pin = Pin(
+        scope=scope,
+        channel_id=channel_id,
+        guild_id=guild_id if scope == "channel" else None,
+        content=content,
+        created_by=created_by,
+    )
     pin.source = "operator"
     session.add(pin)
     await session.flush()
     await session.refresh(pin)
     return _record(pin), True
+
+
+async def get_pin(session: AsyncSession, pin_id: int) -> PinRecord | None:
+    """One pin, locked until the transaction ends (a removal decides on what it deletes)."""
+    pin = await session.scalar(select(Pin).where(Pin.id == pin_id).with_for_update())
+    return _record(pin) if pin is not None else None
 
 
 async def remove_pin(session: AsyncSession, pin_id: int) -> PinRecord | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -39,28 +39,83 @@ class SignalLine:
     # Provenance: who gave the feedback, and whose message the rated bot message answered.
     user_id: int = 0
     about_user_id: int | None = None
+    guild_id: int | None = None  # where the rated bot message was posted
 
     @property
     def people(self) -> set[int]:
         return {self.user_id} | ({self.about_user_id} if self.about_user_id else set())
 
 
-async def window_signals(
-    session: AsyncSession, *, start: datetime, end: datetime, limit: int
-) -> list[SignalLine]:
-    """The window's newest reactions and corrections, oldest first, each with the text of
-    the bot message it is about (when the log has it) and whom that message answered."""
+def _guild_feedback(start: datetime, end: datetime, per_person: int) -> Any:
+    """The window's feedback on bot messages posted in a guild (never a DM's, nor one on a
+    message the log lacks, whose place is unknown): each person's newest ``per_person``."""
     answered = aliased(Message)
-    query = (
-        select(Signal.kind, Signal.value, Message.content, Signal.user_id, answered.author_id)
-        .outerjoin(Message, Message.id == Signal.message_id)
+    nth = func.row_number().over(
+        partition_by=Signal.user_id, order_by=(Signal.created_at.desc(), Signal.id.desc())
+    )
+    ranked = (
+        select(
+            Signal.id,
+            Signal.kind,
+            Signal.value,
+            Message.content.label("bot_text"),
+            Signal.user_id,
+            answered.author_id.label("about_user_id"),
+            Message.guild_id,
+            Signal.created_at,
+            nth.label("nth"),
+        )
+        .join(Message, Message.id == Signal.message_id)
         .outerjoin(answered, answered.id == Message.reply_to_id)
-        .where(Signal.created_at >= start, Signal.created_at < end)
-        .order_by(Signal.created_at.desc(), Signal.id.desc())
+        .where(Signal.created_at >= start, Signal.created_at < end, Message.guild_id.is_not(None))
+        .subquery()
+    )
+    return select(ranked).where(ranked.c.nth <= per_person).subquery()
+
+
+async def guild_feedback(
+    session: AsyncSession,
+    *,
+    guild_id: int,
+    start: datetime,
+    end: datetime,
+    per_person: int,
+    limit: int,
+) -> list[SignalLine]:
+    """The guild's newest ``limit`` reactions and corrections of the window, oldest first,
+    among each person's newest ``per_person`` of the window in every guild; each with the
+    text of the bot message it is about and whom that message answered."""
+    kept = _guild_feedback(start, end, per_person)
+    query = (
+        select(
+            kept.c.kind,
+            kept.c.value,
+            kept.c.bot_text,
+            kept.c.user_id,
+            kept.c.about_user_id,
+            kept.c.guild_id,
+        )
+        .where(kept.c.guild_id == guild_id)
+        .order_by(kept.c.created_at.desc(), kept.c.id.desc())
         .limit(limit)
     )
     rows = (await session.execute(query)).tuples().all()
     return [SignalLine(*row) for row in reversed(rows)]
+
+
+async def feedback_guilds(
+    session: AsyncSession, *, start: datetime, end: datetime, per_person: int, limit: int
+) -> list[int]:
+    """The guilds with feedback in the window (as ``guild_feedback`` counts it), the most
+    first, at most ``limit``."""
+    kept = _guild_feedback(start, end, per_person)
+    query = (
+        select(kept.c.guild_id)
+        .group_by(kept.c.guild_id)
+        .order_by(func.count().desc(), kept.c.guild_id)
+        .limit(limit)
+    )
+    return list(await session.scalars(query))
 
 
 async def delete_by_user(

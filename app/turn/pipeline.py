@@ -23,7 +23,8 @@ from app.agent import TaskRequest
 from app.channel import store as channel_log
 from app.channel.exchange import Place
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
-from app.commands.dispatch import handle_command, is_staff
+from app.commands.authority import Authority
+from app.commands.dispatch import handle_command
 from app.commands.parser import Command, parse_command
 from app.consent import store as consent
 from app.consent.service import Learning
@@ -285,14 +286,14 @@ TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPL
 async def load_context(
     services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
 ) -> Context:
-    """The last 20 messages, the persona with the active style and this channel's addition,
-    and this turn's progress; with MEMORY_RECALL=relevant, also the query recall ranks by
-    and, ahead of the 20, the older messages of this channel that bear on the message
-    (dated)."""
+    """The last 20 messages, the persona with this guild's style (a DM: the file's) and this
+    channel's addition, and this turn's progress; with MEMORY_RECALL=relevant, also the
+    query recall ranks by and, ahead of the 20, the older messages of this channel that bear
+    on the message (dated)."""
     rules = rules or Rules()
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
-        style = await runs.active_style(session)
+        style = await runs.active_style(session, message.guild_id)
         done = await steps.done_many(session, event_id, TURN_STEPS)
     query = None
     if services.settings.recall_relevant:
@@ -579,7 +580,7 @@ async def run_task(
         request=message.content,
         recent_lines=task_lines(context.conversation, limit=10),
         persona=context.persona,
-        requester_is_staff=is_staff(message, services.settings),
+        requester_is_staff=Authority.of(message, services.settings).is_staff,
         answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
         attachments=tuple(carried.attachments),
         author_ids=frozenset({message.author.id, *context.participant_ids}),

@@ -53,9 +53,10 @@ class World:
         guild: int | None = GUILD_A,
         channel: int | None = None,
         mention: bool = True,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A gateway frame: ``who`` says ``content`` in a guild channel (mentioning the bot)
-        or, with ``guild=None``, in their DM with the bot."""
+        or, with ``guild=None``, in their DM with the bot; ``reply_to``: the message quoted."""
         if channel is None:
             channel = DM_CHANNELS[who] if guild is None else CHANNEL_A
         text = f"<@{BOT_ID}> {content}" if mention and guild is not None else content
@@ -66,6 +67,7 @@ class World:
             channel_id=channel,
             guild_id=guild,
             message_id=next_id(),
+            reply_to=reply_to,
         )
 
     async def tell(self, who: int, content: str, **where: Any) -> dict[str, Any]:
