@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +38,7 @@ from app.memory.write_path import WriteOutcome, run_write_path
 from app.wiring import open_services
 from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database, seed_memories, serve
 from bench._taps import Hit, Tap
+from tests.support.queue import InMemoryQueue
 
 DB = bench_db("_memory")
 BOT_ID = 1000
@@ -47,23 +47,6 @@ CHAT_S = 0.300
 CRITICAL_S = DECISION_S * 3 + CHAT_S  # worth_keeping, verdicts ‖, add_memory, writes ‖
 MEMORIES = 10
 _FACT = re.compile(r"fact number (\d+) ")
-
-
-class NoQueue:
-    """The write path enqueues nothing; the seam is only filled because Services needs one."""
-
-    async def enqueue(
-        self,
-        job: str,
-        *args: object,
-        job_id: str | None = None,
-        defer_s: float = 0,
-        **kwargs: object,
-    ) -> bool:
-        return True
-
-    async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:
-        return None
 
 
 @dataclass
@@ -254,7 +237,8 @@ async def main() -> None:
         )
         floor = await fake_floor(jev_url, model_url, MEMORIES, args.updates + 1)
         timings = []
-        async with open_services(settings, queue=NoQueue()) as services:
+        # The write path enqueues nothing; Services only needs a queue.
+        async with open_services(settings, queue=InMemoryQueue()) as services:
             for index, speaker in enumerate(speakers):
                 timing = await one_run(services, jev_tap, model_tap, speaker, index)
                 if not timing.outcome.changed or timing.outcome.stopped is not None:

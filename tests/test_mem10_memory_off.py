@@ -110,7 +110,7 @@ async def test_mem10_consolidation_does_not_run(
         outcome = await consolidate_channel(switched_off, CHANNEL)
 
         assert enqueued is False
-        assert env.services.queue.jobs == []  # type: ignore[attr-defined]
+        assert env.queue.jobs == []
         assert outcome.status == "memory_off"
         assert env.model.requests == [] and env.jev.requests == []
         assert await episodes_of(sessions, CHANNEL) == []

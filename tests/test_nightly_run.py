@@ -44,13 +44,13 @@ from app.persona import load_persona
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
-    RecordingQueue,
     add_memory,
     add_message,
     fact,
     memories_of,
     memory_env,
 )
+from tests.support.queue import InMemoryQueue
 
 ALICE, BOB = 11, 22
 CHANNEL = 500
@@ -69,14 +69,11 @@ def user_text(body: dict[str, Any]) -> str:
 class Night:
     env: MemoryEnv
     now: datetime
-    cursor: int = 0
     next_id: int = 10_000
 
     @property
-    def queue(self) -> RecordingQueue:
-        queue = self.env.services.queue
-        assert isinstance(queue, RecordingQueue)
-        return queue
+    def queue(self) -> InMemoryQueue:
+        return self.env.queue
 
     async def say(
         self, author: int, name: str, content: str, *, hours_ago: float, **kw: Any
@@ -96,11 +93,9 @@ class Night:
 
     async def drain(self) -> None:
         """Act as the worker: run every queued nightly job in order until none is left."""
-        while self.cursor < len(self.queue.jobs):
-            job, args, _ = self.queue.jobs[self.cursor]
-            self.cursor += 1
-            assert job == JOB_NAME
-            run_id, step = args
+        while (taken := self.queue.take()) is not None:
+            assert taken.job == JOB_NAME
+            run_id, step = taken.args
             assert isinstance(run_id, int) and isinstance(step, str)
             await nightly_step(self.env.services, run_id, step)
 
@@ -487,7 +482,7 @@ async def test_a_replayed_step_job_does_nothing(night: Night) -> None:
 async def test_a_run_whose_chain_broke_is_resumed_by_the_sweeper(night: Night) -> None:
     started = await start_nightly_run(night.env.sessions, night.queue, now=night.now)
     assert isinstance(started, Started)
-    night.cursor = len(night.queue.jobs)  # the first job was lost with Redis
+    night.queue.lose()  # the first job was lost with Redis
 
     early = await resume_nightly_runs(night.env.sessions, night.queue, now=utcnow())
     assert early == []  # not stalled yet
@@ -509,8 +504,8 @@ async def test_rolling_back_a_run_mid_chain_stops_its_remaining_steps(night: Nig
     await night.say(ALICE, "Alice", "I moved to Osaka", hours_ago=3)
     started = await start_nightly_run(night.env.sessions, night.queue, now=utcnow())
     assert isinstance(started, Started)
+    assert night.queue.take() is not None  # the plan job, run here by hand:
     assert await nightly_step(night.env.services, started.run_id, "plan") == "extract:0"
-    night.cursor = 1
 
     await rollback_run(night.env.sessions, started.run_id, dry_run=False)
     await night.drain()
