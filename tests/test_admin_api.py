@@ -26,6 +26,7 @@ from app.memory.records import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
+from app.vocabulary import Actor
 from tests.support.memory_env import add_message, fact, memory_env
 from tests.support.queue import InMemoryQueue
 from tests.support.servers import free_port
@@ -84,7 +85,7 @@ async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -
 async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
     async with unit_of_work(sessions) as session:
         memory = await store.add(
-            session, ALICE, content, Why("nightly", "test", run_id=run_id), learned_in=None
+            session, ALICE, content, Why(Actor.NIGHTLY, "test", run_id=run_id), learned_in=None
         )
         return memory.id
 
@@ -213,7 +214,7 @@ async def test_rollback_of_a_named_run_reports_skips(
     run = await finished_run(sessions)
     added = await nightly_add(sessions, run, "Alice moved to Osaka.")
     async with unit_of_work(sessions) as session:  # `!memory forget` after the run
-        why = Why("command", "!memory forget")
+        why = Why(Actor.COMMAND, "!memory forget")
         assert await store.delete_one(session, added, why, owner=ALICE) is not None
 
     response = await client.post("/memory/rollback", headers=AUTH, json={"runId": run})

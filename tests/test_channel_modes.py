@@ -213,14 +213,17 @@ async def test_with_dms_disabled_dm_conversation_gets_one_notice_a_day_and_comma
 ) -> None:
     async with running_stack(settings, monkeypatch, dms_enabled=False) as stack:
         stack.discord.dm_channels[2001] = 900  # Alice's DM channel with the bot
-        dm = {"channel_id": 900, "guild_id": None}
-        await stack.deliver(message_create(content="hello?", **dm))
-        await stack.deliver(message_create(content="anyone?", **dm))
+
+        def dm(content: str) -> dict[str, Any]:
+            return message_create(content=content, channel_id=900, guild_id=None)
+
+        await stack.deliver(dm("hello?"))
+        await stack.deliver(dm("anyone?"))
         assert stack.discord.texts_in(900) == [DMS_OFF]
         assert stack.model.requests == [] and stack.discord.reactions == []
         assert stack.discord.typing_in(900) == []
 
-        await stack.deliver(message_create(content="!memory show", **dm))
+        await stack.deliver(dm("!memory show"))
         assert "I don't have any memories about you." in stack.discord.texts_in(900)
-        await stack.deliver(message_create(content="!forgetme", **dm))
+        await stack.deliver(dm("!forgetme"))
         assert stack.discord.texts_in(900)[-1].startswith("Done: I erased what I had from you")

@@ -64,7 +64,7 @@ async def table_texts(sessions: SessionFactory) -> str:
         tables = await session.scalars(
             text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         )
-        texts = []
+        texts: list[str] = []
         for table in list(tables):
             rows = await session.scalars(text(f'SELECT row_to_json(t)::text FROM "{table}" t'))
             texts.extend(rows)
@@ -145,7 +145,7 @@ async def test_a_reply_waiting_on_the_model_writes_nothing_after_forgetme(
     async def erased() -> bool:
         async with sessions() as session:
             status = await session.scalar(text("SELECT status FROM erasures"))
-        return status == "done"
+        return bool(status == "done")
 
     await wait_until(erased, within=30, what="the erasure to finish")
     release.set()

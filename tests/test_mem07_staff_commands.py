@@ -22,6 +22,7 @@ from tests.support.memory_env import (
     ledger_rows,
     memories_of,
     memory_env,
+    read_ids,
 )
 from tests.support.staff_env import CHANNEL, chat_message
 
@@ -41,12 +42,13 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
         yield env
 
 
-async def say(env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()):
+async def say(
+    env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()
+) -> None:
     message = chat_message(id=next(_ids), author_id=author, content=content, roles=roles)
     command = parse_command(content, BOT_ID)
     assert command is not None
     await handle_command(env.services, command, message, str(message.id))
-    return message
 
 
 async def pins(sessions: SessionFactory) -> list[Pin]:
@@ -209,4 +211,4 @@ async def test_mem07_a_long_listing_shows_the_newest_and_says_how_many_are_left_
     dm = "\n".join(m["content"] for m in env.discord.dms_to(STAFF))
     assert dm.count("fact number") == LISTING_LIMIT and "…and 3 older not shown." in dm
     [read] = await ledger_rows(env.sessions)
-    assert len(read.after) == LISTING_LIMIT
+    assert len(read_ids(read)) == LISTING_LIMIT

@@ -9,6 +9,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.write_path import run_write_path
+from app.vocabulary import Actor
 from tests.support.erasure import erase_now
 from tests.support.memory_env import exchange, fact, memories_of, memory_env
 
@@ -25,7 +26,7 @@ async def test_mem09_an_extraction_in_flight_writes_nothing_after_the_erasure(
             run_write_path(
                 env.services,
                 exchange(ALICE, "Alice", "I bake sourdough every Sunday"),
-                actor="extraction",
+                actor=Actor.EXTRACTION,
                 trigger="reply:1",
             )
         )

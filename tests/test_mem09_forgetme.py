@@ -35,6 +35,7 @@ from app.privacy import register
 from app.privacy.erasure import STARTED, format_receipt, run_erasure
 from app.privacy.identity import MENTION_TOKEN
 from app.structured.retention import purge_expired
+from app.vocabulary import Actor
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
 from tests.support.staff_env import CHANNEL, frame_data
 
@@ -91,7 +92,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
         reply_to=(1001, ALICE, "I bake sourdough every Sunday"),
     )
     await say(s, id=1004, author_id=BOB, username="bob", content=f"ask <@{ALICE}> about it")
-    extracted = Why("extraction", "write path")
+    extracted = Why(Actor.EXTRACTION, "write path")
     async with unit_of_work(s) as session:
         bread = (
             await store.add(
@@ -101,7 +102,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
     pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
     async with unit_of_work(s) as session:
         stamps = (await store.add(session, BOB, "Collects stamps", extracted, learned_in=None)).id
-        await store.recent(session, ALICE, Why("reply", "recall"))
+        await store.recent(session, ALICE, Why(Actor.REPLY, "recall"))
         session.add_all(
             [
                 Observation(

@@ -16,7 +16,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.memory.records import MemoryRecord
 from app.models.memory import MemoryLog
-from tests.support.memory_env import add_memory
+from tests.support.memory_env import add_memory, read_ids
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import ALICE, BOB, CHANNEL_A, World, trust_world
 
@@ -48,7 +48,7 @@ def test_the_listing_says_when_nothing_matches() -> None:
 async def reads(sessions: SessionFactory) -> list[tuple[str, str, int, list[int]]]:
     async with sessions() as session:
         rows = await session.scalars(select(MemoryLog).order_by(MemoryLog.id))
-        return [(r.actor, r.reason, r.user_id, r.after) for r in rows]
+        return [(r.actor, r.reason, r.user_id, read_ids(r)) for r in rows]
 
 
 async def test_both_forms_dm_the_matches_best_first_and_log_one_read_each(

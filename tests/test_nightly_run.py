@@ -49,6 +49,7 @@ from tests.support.memory_env import (
     fact,
     memories_of,
     memory_env,
+    read_ids,
 )
 from tests.support.queue import InMemoryQueue
 
@@ -348,7 +349,7 @@ async def test_decay_logs_a_read_of_every_record_it_sends_to_the_decision_model(
             )
         )
     assert {(r.actor, r.run_id) for r in reads} == {("nightly", run.id)}
-    read_by_owner = {r.user_id: set(r.after) for r in reads}
+    read_by_owner = {r.user_id: set(read_ids(r)) for r in reads}
     assert read_by_owner == {ALICE: set(alice), BOB: set(bob)}
 
 

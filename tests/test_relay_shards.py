@@ -169,7 +169,8 @@ def test_gateway_bot_answer_gives_url_shards_and_identify_concurrency() -> None:
     assert parse_gateway_bot({"url": "wss://g", "shards": 0, "session_start_limit": []}) == (
         GatewayBot("wss://g", 1, 1, None)
     )
-    for bad in ([], {"shards": 2}, {"url": ""}):
+    bads: list[object] = [[], {"shards": 2}, {"url": ""}]
+    for bad in bads:
         with pytest.raises(ValueError):
             parse_gateway_bot(bad)
 

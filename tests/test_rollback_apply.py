@@ -21,6 +21,7 @@ from app.memory.runs import RUN_LOCK
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
+from app.vocabulary import Actor
 
 ALICE, BOB = 11, 22
 OLD = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,12 +52,12 @@ async def change(
     *,
     memory_id: int | None = None,
     content: str = "",
-    actor: str = "nightly",
+    actor: Actor = Actor.NIGHTLY,
     run_id: int | None = None,
 ) -> int:
     """One logged change, exactly as the write path, decay or a command make it: through
     the memory store."""
-    reason = "decay" if action == "delete" and actor == "nightly" else "test"
+    reason = "decay" if action == "delete" and actor is Actor.NIGHTLY else "test"
     why = Why(actor, reason, run_id=run_id)
     async with unit_of_work(sessions) as session:
         if action == "add":
@@ -141,7 +142,7 @@ async def test_a_record_edited_after_the_run_is_skipped_and_keeps_the_edit(
         ALICE,
         memory_id=memory,
         content="Alice likes cocoa.",
-        actor="extraction",
+        actor=Actor.EXTRACTION,
     )
 
     result = await rollback_run(sessions, run, dry_run=False)
@@ -161,7 +162,7 @@ async def test_a_memory_forgotten_after_the_run_is_not_resurrected(
         sessions, "update", ALICE, memory_id=updated, content="Alice likes coffee.", run_id=run
     )
     for memory_id in (added, updated):  # `!memory forget <id>` for both
-        await change(sessions, "delete", ALICE, memory_id=memory_id, actor="command")
+        await change(sessions, "delete", ALICE, memory_id=memory_id, actor=Actor.COMMAND)
 
     result = await rollback_run(sessions, run, dry_run=False)
 
@@ -250,7 +251,7 @@ class World:
 
 
 async def apply_ops(
-    sessions: SessionFactory, world: World, plan: list[Op], *, actor: str, run_id: int | None
+    sessions: SessionFactory, world: World, plan: list[Op], *, actor: Actor, run_id: int | None
 ) -> set[int]:
     """Apply random changes; returns the ids touched. Targets pick among existing rows."""
     touched: set[int] = set()
@@ -302,8 +303,8 @@ async def test_rollback_never_overwrites_a_later_change_and_restores_the_rest(
         await seed(sessions, USERS[user_index], world.text())
     before_run = await contents(sessions)
     run = await new_run(sessions)
-    await apply_ops(sessions, world, night, actor="nightly", run_id=run)
-    changed_later = await apply_ops(sessions, world, later, actor="extraction", run_id=None)
+    await apply_ops(sessions, world, night, actor=Actor.NIGHTLY, run_id=run)
+    changed_later = await apply_ops(sessions, world, later, actor=Actor.EXTRACTION, run_id=None)
     after_edits = await contents(sessions)
 
     await rollback_run(sessions, run, dry_run=False)

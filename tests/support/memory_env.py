@@ -149,3 +149,15 @@ async def all_memories(sessions: SessionFactory) -> list[Memory]:
 async def ledger_rows(sessions: SessionFactory) -> list[MemoryLog]:
     async with sessions() as session:
         return list((await session.scalars(select(MemoryLog).order_by(MemoryLog.id))).all())
+
+
+def snapshot(state: object) -> dict[str, Any]:
+    """A change row's ``before`` or ``after``: the memory as it was (never None here)."""
+    assert isinstance(state, dict), state
+    return state
+
+
+def read_ids(row: MemoryLog) -> list[int]:
+    """The memory ids a read row says were read (its ``after``)."""
+    assert row.action == "read" and isinstance(row.after, list), (row.id, row.action)
+    return [int(i) for i in row.after]
