@@ -220,13 +220,15 @@ def echoing(body: dict[str, Any]) -> Text:
 
 
 def said_by_alice(content: str, **kw: Any) -> dict[str, Any]:
-    frame = message_create(
-        content=content, author_id=ALICE, author_name="alice_q", message_id=next_id(), **kw
+    return message_create(
+        content=content,
+        author_id=ALICE,
+        author_name="alice_q",
+        global_name="Alice Quokka",
+        nick="Alice Quokka",
+        message_id=next_id(),
+        **kw,
     )
-    frame["d"]["author"]["global_name"] = "Alice Quokka"
-    if "member" in frame["d"]:
-        frame["d"]["member"]["nick"] = "Alice Quokka"
-    return frame
 
 
 async def traces_left(
@@ -310,11 +312,13 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
             reaction_add(message_id=int(bot_reply["id"]), user_id=ALICE, message_author_id=BOT_ID),
             said_by_alice(
                 f"that's wrong, {MARKERS[2]}",
-                reply_to={
-                    "id": bot_reply["id"],
-                    "author": {"id": str(BOT_ID), "username": "companion", "bot": True},
-                    "content": bot_reply["content"],
-                },
+                reply_to=message_create(
+                    content=bot_reply["content"],
+                    message_id=int(bot_reply["id"]),
+                    author_id=BOT_ID,
+                    author_name="companion",
+                    bot=True,
+                )["d"],
             ),
             message_create(
                 content=f"I think Alice Quokka keeps bees too, ask <@{ALICE}>",

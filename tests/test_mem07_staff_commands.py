@@ -15,6 +15,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.models.memory import Memory
 from app.models.structured import Pin
+from tests.support.frames import message_create, parsed_message
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -24,8 +25,8 @@ from tests.support.memory_env import (
     memory_env,
     read_ids,
 )
-from tests.support.staff_env import CHANNEL, chat_message
 
+CHANNEL, GUILD = 500, 1
 STAFF = 7
 STAFF_ROLE = 900
 MEMBER = 42
@@ -45,7 +46,16 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
 async def say(
     env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()
 ) -> None:
-    message = chat_message(id=next(_ids), author_id=author, content=content, roles=roles)
+    message = parsed_message(
+        message_create(
+            content=content,
+            author_id=author,
+            message_id=next(_ids),
+            channel_id=CHANNEL,
+            guild_id=GUILD,
+            roles=roles,
+        )
+    )
     command = parse_command(content, BOT_ID)
     assert command is not None
     await handle_command(env.services, command, message, str(message.id))
