@@ -12,6 +12,7 @@ from app.memory.write_path import run_write_path
 from app.vocabulary import Actor
 from tests.support.erasure import erase_now
 from tests.support.memory_env import exchange, fact, memories_of, memory_env
+from tests.support.waiting import wait_until
 
 ALICE = 42
 
@@ -30,9 +31,7 @@ async def test_mem09_an_extraction_in_flight_writes_nothing_after_the_erasure(
                 trigger="reply:1",
             )
         )
-        async with asyncio.timeout(10):
-            while not env.model.requests:  # noqa: ASYNC110 (the writer is now waiting)
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: bool(env.model.requests), within=10, what="the writer's call")
         await erase_now(env.services, ALICE)
         outcome = await run
     assert outcome.stopped == "erased"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from app.channel.log import LoggedMessage
 from app.chat.fake import Delay, Failure, Reply, Text
@@ -52,6 +52,7 @@ from tests.support.memory_env import (
     read_ids,
 )
 from tests.support.queue import InMemoryQueue
+from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
 
 ALICE, BOB = 11, 22
 CHANNEL = 500
@@ -603,9 +604,9 @@ async def test_a_step_waits_briefly_for_the_run_lock_then_gives_up(
     async with sessions() as holder, holder.begin():
         await xact_lock(holder, RUN_LOCK, started.run_id)
         step = asyncio.create_task(nightly_step(night.env.services, started.run_id, "plan"))
-        async with asyncio.timeout(10):
-            while not await waiting_for_advisory_lock(sessions):  # noqa: ASYNC110 (bounded poll)
-                await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: someone_awaits_an_advisory_lock(sessions), within=10, what="the lock wait"
+        )
         assert not step.done()
     assert await step == "retention"
 
@@ -615,17 +616,6 @@ async def test_a_step_waits_briefly_for_the_run_lock_then_gives_up(
         await xact_lock(holder, RUN_LOCK, started.run_id)
         assert await nightly_step(night.env.services, started.run_id, "retention") is None
     assert (await night.load(started.run_id)).summary["progress"]["next"] == "retention"
-
-
-async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
-    async with sessions() as session:
-        waiting = await session.scalar(
-            text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            )
-        )
-    return bool(waiting)
 
 
 async def test_a_run_that_never_progresses_is_given_up_as_failed(night: Night) -> None:

@@ -22,6 +22,7 @@ from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
 from app.vocabulary import Actor
+from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
 
 ALICE, BOB = 11, 22
 OLD = datetime(2026, 1, 1, tzinfo=UTC)
@@ -325,23 +326,12 @@ async def test_a_rollback_waits_for_the_runs_step_in_progress(sessions: SessionF
     async with sessions() as step, step.begin():
         assert await try_xact_lock(step, RUN_LOCK, run)  # what a running nightly step holds
         undo = asyncio.create_task(rollback_run(sessions, run, dry_run=False))
-        async with asyncio.timeout(10):
-            while not await waiting_for_advisory_lock(sessions):  # noqa: ASYNC110 (bounded poll)
-                await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: someone_awaits_an_advisory_lock(sessions), within=10, what="the lock wait"
+        )
         assert not undo.done()
         assert await contents(sessions) == {added: "Alice moved to Osaka."}
     result = await undo
 
     assert result.plan.deleted == [added]
     assert await contents(sessions) == {}
-
-
-async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
-    async with sessions() as session:
-        waiting = await session.scalar(
-            text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            )
-        )
-    return bool(waiting)
