@@ -26,7 +26,7 @@ from app.memory.records import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
-from app.vocabulary import Actor
+from app.vocabulary import Actor, SkipReason
 from tests.support.memory_env import add_message, fact, memory_env
 from tests.support.queue import InMemoryQueue
 from tests.support.servers import free_port
@@ -221,7 +221,7 @@ async def test_rollback_of_a_named_run_reports_skips(
 
     assert response.status_code == 200
     assert response.json()["skipped"] == [
-        {"memoryId": added, "action": "add", "reason": "deleted after the run by its owner"}
+        {"memoryId": added, "action": "add", "reason": SkipReason.FORGOTTEN_BY_OWNER}
     ]
     assert await memory_ids(sessions) == []
 

@@ -27,6 +27,7 @@ from app.nightly.diary import DIARY_SYSTEM
 from app.nightly.run import Started, start_nightly_run
 from app.nightly.style import STYLE_SYSTEM
 from app.structured.consolidation import EPISODE_SYSTEM
+from app.vocabulary import SkipReason
 from tests.support.frames import message_create, next_id, reaction_add
 from tests.support.memory_env import add_memory, add_message
 from tests.support.stack import BOT_ID
@@ -75,7 +76,7 @@ async def test_forget_all_after_a_night_then_a_rollback_brings_nothing_back(
     await world.tell(ALICE, "!memory forget all", mention=False)  # 2. nothing left to delete
 
     dry, real = await rollback(world, run["runId"])  # 3. the operator undoes the night
-    expected = {stale: "its owner ran `!memory forget all` after the run"}
+    expected = {stale: SkipReason.OWNER_FORGOT_ALL}
     assert skipped(dry) == skipped(real) == expected
     assert real["reinserted"] == [] and await contents(sessions, ALICE) == {}
 
@@ -101,7 +102,7 @@ async def test_forgetting_one_memory_a_night_updated_survives_the_nights_rollbac
     await world.tell(ALICE, f"!memory forget {target}", mention=False)
 
     dry, real = await rollback(world, run["runId"])
-    assert skipped(dry) == skipped(real) == {target: "deleted after the run by its owner"}
+    assert skipped(dry) == skipped(real) == {target: SkipReason.FORGOTTEN_BY_OWNER}
     assert real["restored"] == [] and await contents(sessions, ALICE) == {}
 
 
@@ -118,7 +119,7 @@ async def test_a_memory_expired_by_retention_is_never_brought_back(
 
         dry, real = await rollback(world, run["runId"])
 
-    assert skipped(dry) == skipped(real) == {expired: "expired by retention"}
+    assert skipped(dry) == skipped(real) == {expired: SkipReason.EXPIRED}
     assert await contents(sessions, ALICE) == {}
 
 

@@ -41,6 +41,7 @@ from app.nightly.run import (
 from app.nightly.steps import plan_chunks
 from app.nightly.style import STYLE_SYSTEM
 from app.persona import load_persona
+from app.vocabulary import SkipReason
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -314,7 +315,7 @@ async def test_decay_reviews_the_twenty_oldest_and_deletes_only_on_delete(night:
     assert run.summary["deleted"] == []
     async with env.sessions() as session:
         logged = list(await session.scalars(select(MemoryLog).where(MemoryLog.action == "delete")))
-    assert {(r.actor, r.reason, r.run_id) for r in logged} == {("nightly", "decay", run.id)}
+    assert {(r.actor, r.run_id) for r in logged} == {("nightly", run.id)}
     assert all(r.before is not None and r.before["content"] for r in logged)
 
     # Kept records stay stale: the next night reviews them again.
@@ -344,9 +345,7 @@ async def test_decay_logs_a_read_of_every_record_it_sends_to_the_decision_model(
     async with env.sessions() as session:
         reads = list(
             await session.scalars(
-                select(MemoryLog).where(
-                    MemoryLog.action == "read", MemoryLog.reason == "decay review"
-                )
+                select(MemoryLog).where(MemoryLog.action == "read", MemoryLog.run_id == run.id)
             )
         )
     assert {(r.actor, r.run_id) for r in reads} == {("nightly", run.id)}
@@ -498,7 +497,8 @@ async def test_a_run_whose_chain_broke_is_resumed_by_the_sweeper(night: Night) -
 
     run = await night.load(started.run_id)
     assert run.status == "finished"
-    assert run.summary["progress"]["resumes"] == 1
+    plans = [args for job, args in night.queue.calls() if args == (started.run_id, "plan")]
+    assert len(plans) == 2  # the lost first job and the one resume
 
 
 async def test_rolling_back_a_run_mid_chain_stops_its_remaining_steps(night: Night) -> None:
@@ -565,9 +565,7 @@ async def test_retention_purges_expired_memories_and_their_rollback_never_brings
     # rollback of the night that expired it skips it with that reason.
     result = await rollback_run(env.sessions, run.id, dry_run=False)
     assert result.plan.reinserted == []
-    assert [(s.memory_id, s.reason) for s in result.plan.skipped] == [
-        (expired, "expired by retention")
-    ]
+    assert [(s.memory_id, s.reason) for s in result.plan.skipped] == [(expired, SkipReason.EXPIRED)]
     assert set(await memories_of(env.sessions, BOB)) == {stale}
 
 
@@ -615,7 +613,9 @@ async def test_a_step_waits_briefly_for_the_run_lock_then_gives_up(
     async with sessions() as holder, holder.begin():
         await xact_lock(holder, RUN_LOCK, started.run_id)
         assert await nightly_step(night.env.services, started.run_id, "retention") is None
-    assert (await night.load(started.run_id)).summary["progress"]["next"] == "retention"
+    # It gave up without doing the step: the step is still to do, and then is done once.
+    assert await nightly_step(night.env.services, started.run_id, "retention") is not None
+    assert await nightly_step(night.env.services, started.run_id, "retention") is None
 
 
 async def test_a_run_that_never_progresses_is_given_up_as_failed(night: Night) -> None:

@@ -21,7 +21,7 @@ from app.memory.runs import RUN_LOCK
 from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
-from app.vocabulary import Actor
+from app.vocabulary import Actor, SkipReason
 from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
 
 ALICE, BOB = 11, 22
@@ -168,7 +168,7 @@ async def test_a_memory_forgotten_after_the_run_is_not_resurrected(
     result = await rollback_run(sessions, run, dry_run=False)
 
     assert result.plan.deleted == [] and result.plan.restored == []
-    assert {s.reason for s in result.plan.skipped} == {"deleted after the run by its owner"}
+    assert {s.reason for s in result.plan.skipped} == {SkipReason.FORGOTTEN_BY_OWNER}
     assert await contents(sessions) == {}
 
 
