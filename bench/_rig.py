@@ -12,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
+from tests.support.frames import message_create
 from tests.support.servers import serve as serve_app
 
 PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
@@ -148,20 +148,12 @@ def mention_frame(
     *, message_id: int, channel_id: int, guild_id: int, speaker_id: int, username: str, text: str
 ) -> bytes:
     """A MESSAGE_CREATE gateway frame as the relay posts it: ``text`` from ``speaker_id``."""
-    return json.dumps(
-        {
-            "op": 0,
-            "t": "MESSAGE_CREATE",
-            "s": 1,
-            "d": {
-                "id": str(message_id),
-                "channel_id": str(channel_id),
-                "guild_id": str(guild_id),
-                "author": {"id": str(speaker_id), "username": username},
-                "member": {"nick": None, "roles": []},
-                "content": text,
-                "timestamp": datetime.now(UTC).isoformat(),
-                "mentions": [],
-            },
-        }
-    ).encode()
+    frame = message_create(
+        content=text,
+        message_id=message_id,
+        channel_id=channel_id,
+        guild_id=guild_id,
+        author_id=speaker_id,
+        author_name=username,
+    )
+    return json.dumps(frame).encode()

@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
-Receive = Callable[[], Any]
-Send = Callable[[Message], Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass

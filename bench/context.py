@@ -33,6 +33,7 @@ from app.channel.store import recent_messages
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
 from app.memory import store
 from app.memory.records import Why
+from app.vocabulary import Actor
 from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database
 
 DB = bench_db("_context")
@@ -78,7 +79,7 @@ async def _context(sessions: SessionFactory, channel_id: int) -> Any:
 async def _memories(sessions: SessionFactory, user_id: int) -> Any:
     # As the reply path reads them: under the owner's lock, the read logged and committed.
     async with unit_of_work(sessions) as session:
-        return await store.recent(session, user_id, Why("reply", "recall"))
+        return await store.recent(session, user_id, Why(Actor.REPLY, "recall"))
 
 
 READS = (

@@ -44,6 +44,7 @@ from bench._rig import (
     start_process,
     wait_healthy,
 )
+from tests.support.frames import reaction_add
 from tests.support.servers import free_port
 
 DB = bench_db("_erasure")
@@ -202,18 +203,13 @@ async def paced_load(api: str, rate: float, until: asyncio.Event, clients: int =
             next_at = time.perf_counter() + lane * interval / clients
             while not until.is_set():
                 n = next(counter)
-                body = {
-                    "op": 0,
-                    "t": "MESSAGE_REACTION_ADD",
-                    "s": n,
-                    "d": {
-                        "user_id": str(8000000 + n % OTHERS),
-                        "channel_id": str(100 + n % CHANNELS),
-                        "message_id": str(10000000 + n),
-                        "guild_id": str(GUILD),
-                        "emoji": {"id": None, "name": "👍"},
-                    },
-                }
+                reaction = reaction_add(
+                    message_id=10000000 + n,
+                    user_id=8000000 + n % OTHERS,
+                    channel_id=100 + n % CHANNELS,
+                    guild_id=GUILD,
+                )
+                body = {**reaction, "s": n}  # its own place in the session: a new event
                 started = time.perf_counter()
                 response = await http.post(
                     "/webhook",

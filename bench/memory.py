@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +35,11 @@ from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import FakeDiscord
 from app.memory.write_path import WriteOutcome, run_write_path
+from app.vocabulary import Actor
 from app.wiring import open_services
 from bench._rig import Summary, asyncpg_dsn, bench_db, fresh_database, seed_memories, serve
 from bench._taps import Hit, Tap
+from tests.support.queue import InMemoryQueue
 
 DB = bench_db("_memory")
 BOT_ID = 1000
@@ -47,23 +48,6 @@ CHAT_S = 0.300
 CRITICAL_S = DECISION_S * 3 + CHAT_S  # worth_keeping, verdicts ‖, add_memory, writes ‖
 MEMORIES = 10
 _FACT = re.compile(r"fact number (\d+) ")
-
-
-class NoQueue:
-    """The write path enqueues nothing; the seam is only filled because Services needs one."""
-
-    async def enqueue(
-        self,
-        job: str,
-        *args: object,
-        job_id: str | None = None,
-        defer_s: float = 0,
-        **kwargs: object,
-    ) -> bool:
-        return True
-
-    async def enqueue_many(self, job: str, calls: Sequence[tuple[tuple[object, ...], str]]) -> None:
-        return None
 
 
 @dataclass
@@ -129,7 +113,7 @@ async def one_run(services: Any, jev: Tap, model: Tap, speaker_id: int, index: i
     marker = f"[bench-memory-{index:05d}]"
     started = time.monotonic()
     outcome = await run_write_path(
-        services, exchange_for(speaker_id, marker), actor="extraction", trigger=f"bench:{index}"
+        services, exchange_for(speaker_id, marker), actor=Actor.EXTRACTION, trigger=f"bench:{index}"
     )
     finished = time.monotonic()
     asked = [h for h in jev.hits if h.mentions(marker)]
@@ -244,17 +228,18 @@ async def main() -> None:
         os.environ["ANTHROPIC_API_KEY"] = "bench-anthropic-key"
         settings = Settings(
             database_url=database_url,
-            gateway_token="bench-gateway-token-5e7a9c1b3d2f4068",  # type: ignore[arg-type]
-            discord_bot_token=discord.token,  # type: ignore[arg-type]
+            gateway_token="bench-gateway-token-5e7a9c1b3d2f4068",
+            discord_bot_token=discord.token,
             discord_api_base=discord_url,
             discord_bot_user_id=BOT_ID,
             jev_url=jev_url,
-            jev_api_key="bench-jev-key",  # type: ignore[arg-type]
-            _env_file=None,  # type: ignore[call-arg]
+            jev_api_key="bench-jev-key",
+            _env_file=None,
         )
         floor = await fake_floor(jev_url, model_url, MEMORIES, args.updates + 1)
         timings = []
-        async with open_services(settings, queue=NoQueue()) as services:
+        # The write path enqueues nothing; Services only needs a queue.
+        async with open_services(settings, queue=InMemoryQueue()) as services:
             for index, speaker in enumerate(speakers):
                 timing = await one_run(services, jev_tap, model_tap, speaker, index)
                 if not timing.outcome.changed or timing.outcome.stopped is not None:

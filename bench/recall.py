@@ -38,11 +38,19 @@ from sqlalchemy import text
 from app.channel import store as channel_log
 from app.channel.exchange import Place
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
-from app.kit.relevance import Query, Ranking, idf, ranked_parameters, ranked_statement
+from app.kit.relevance import (
+    Query,
+    Ranking,
+    SearchTable,
+    idf,
+    ranked_parameters,
+    ranked_statement,
+)
 from app.kit.tokens import token_set, tokenize
 from app.memory import duplicates, store
 from app.memory.recall import CONTEXT_WEIGHT, recall_query
 from app.memory.records import Why
+from app.vocabulary import Actor
 from bench._rig import Summary, asyncpg_dsn, bench_db, database_url, fresh_database
 from bench.recall_set import HALVES, ConversationSet, Pair, Question, generate
 
@@ -51,7 +59,7 @@ GUILD = 500
 PLACE = Place(GUILD)
 RECENT_MESSAGES = channel_log.CONTEXT_SIZE
 OLDER_MESSAGES = 10  # MEMORY_RECALL_MESSAGES's default
-WHY = Why("reply", "recall")
+WHY = Why(Actor.REPLY, "recall")
 SEED = 22
 
 
@@ -302,7 +310,7 @@ async def store_judgement(
         async with sessions() as session:
             await session.begin()
             written = await store.add_distinct(
-                session, pair.person, pair.new, Why("extraction", "bench"), learned_in=PLACE
+                session, pair.person, pair.new, Why(Actor.EXTRACTION, "bench"), learned_in=PLACE
             )
             await session.rollback()
         merged = (
@@ -497,7 +505,7 @@ async def explain(
     """Postgres's own execution time of the ranked statements (EXPLAIN ANALYZE, without the
     client, the loopback and the session's other statements), and whether the scoped GIN
     index serves their probes."""
-    plans = (
+    plans: tuple[tuple[SearchTable, str, dict[str, object], int, Ranking, str], ...] = (
         (store.MEMORIES, "TRUE", {}, PERSON, store.RANKING, "ix_memories_search"),
         (
             channel_log.MESSAGES,
@@ -538,7 +546,7 @@ async def write_cost(
                     await session.begin()
                     started = time.perf_counter()
                     await write(
-                        session, person, content, Why("extraction", "bench"), learned_in=PLACE
+                        session, person, content, Why(Actor.EXTRACTION, "bench"), learned_in=PLACE
                     )
                     await session.flush()
                     elapsed = time.perf_counter() - started

@@ -20,8 +20,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict, TypeVar
 
 from app.kit.tokens import is_cjk, token_set
+
+T = TypeVar("T")
 
 DAYS = 180
 NOTES_PER_PERSON = 300
@@ -467,10 +470,19 @@ JA = {
     "weather": ["晴れ", "大雪", "霧", "強風", "蒸し暑い", "台風"],
 }
 
-# A fact family: its fact phrasings, the detail an extension adds, a negation of it, and
-# its questions — those with a slot name the thing asked about, those without ("how's the
-# job?") do not. Phrasings and questions split by index between the halves.
-FAMILIES_EN: dict[str, dict[str, list]] = {
+
+class Family(TypedDict):
+    """A fact family: its fact phrasings, the detail an extension adds, a negation of it,
+    and its questions — those with a slot name the thing asked about, those without ("how's
+    the job?") do not. Phrasings and questions split by index between the halves."""
+
+    fact: list[str]
+    more: list[str]
+    neg: str
+    ask: list[str]
+
+
+FAMILIES_EN: dict[str, Family] = {
     "pet": {
         "fact": [
             "{name} has a {animal} named {pet}.",
@@ -676,7 +688,7 @@ FAMILIES_EN: dict[str, dict[str, list]] = {
         ],
     },
 }
-FAMILIES_JA: dict[str, dict[str, list]] = {
+FAMILIES_JA: dict[str, Family] = {
     "pet": {
         "fact": [
             "{name}は{animal}の{pet}を飼っている",
@@ -1097,7 +1109,7 @@ class _Maker:
         self.parity = 0 if half == "tuning" else 1
         self.next_id = start_id
 
-    def own(self, items: Sequence[object]) -> list[object]:
+    def own(self, items: Sequence[T]) -> list[T]:
         """This half's share: the even-indexed phrasings, or the odd ones."""
         return [x for i, x in enumerate(items) if i % 2 == self.parity]
 
@@ -1108,7 +1120,7 @@ class _Maker:
         vague = [a for a in asks if "{" not in a] + ([extra] if extra else [])
         named = [a for a in asks if "{" in a]
         pool = vague if self.rng.random() < VAGUE_SHARE else named
-        return str(self.rng.choice(self.own(pool)))
+        return self.rng.choice(self.own(pool))
 
     def slots(self, name: str) -> dict[str, str]:
         found = {k: self.rng.choice(v) for k, v in self.vocab.items()}
@@ -1184,7 +1196,7 @@ def _pairs(
     made: ConversationSet,
     maker: _Maker,
     person: int,
-    family: dict[str, list],
+    family: Family,
     slots: dict[str, str],
     fact: str,
 ) -> None:
@@ -1239,12 +1251,12 @@ def _channel(made: ConversationSet, maker: _Maker, channel: int, people: list[in
     chatter = CHATTER_EN if maker.language == "en" else CHATTER_JA
     bot = BOT_EN if maker.language == "en" else BOT_JA
     said = SAID_EN if maker.language == "en" else SAID_JA
-    events: list[tuple[float, int, str, list[tuple[str, bool]] | None]] = []
+    events: list[tuple[float, int, str, list[str] | None]] = []
     for person in people:
         for template, asks in maker.rng.sample(said, 5):
             slots = maker.slots(made.names[person])
-            questions = [_fill(q, slots) for q in maker.own(asks)]
-            events.append((maker.rng.uniform(30, DAYS), person, _fill(template, slots), questions))
+            asked = [_fill(q, slots) for q in maker.own(asks)]
+            events.append((maker.rng.uniform(30, DAYS), person, _fill(template, slots), asked))
     for _ in range(MESSAGES_PER_CHANNEL - len(events)):
         person = maker.rng.choice(people)
         events.append(

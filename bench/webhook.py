@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 
 from bench._http import Result, load
 from bench._rig import PG, bench_db, bench_redis_url
+from tests.support.frames import message_create
 from tests.support.servers import free_port
 
 DB = bench_db()
@@ -41,30 +42,15 @@ BARE, DURABLE, WEBHOOK = "bare endpoint", "durable (commit/request)", "/webhook 
 
 def frame_bodies(total: int, prefix: int) -> Callable[[], bytes | None]:
     ids = itertools.count(prefix)
-    now = datetime.now(UTC).isoformat()
+    now = datetime.now(UTC)
     remaining = itertools.count(total, -1)
 
     def next_body() -> bytes | None:
         if next(remaining) <= 0:
             return None
-        mid = str(next(ids))
-        return json.dumps(
-            {
-                "op": 0,
-                "t": "MESSAGE_CREATE",
-                "s": 1,
-                "d": {
-                    "id": mid,
-                    "channel_id": "300",
-                    "guild_id": "500",
-                    "author": {"id": "2001", "username": "alice", "global_name": "Alice"},
-                    "member": {"nick": None, "roles": []},
-                    "content": "benchmark message " + mid,
-                    "timestamp": now,
-                    "mentions": [],
-                },
-            }
-        ).encode()
+        mid = next(ids)
+        frame = message_create(content=f"benchmark message {mid}", message_id=mid, timestamp=now)
+        return json.dumps(frame).encode()
 
     return next_body
 

@@ -98,12 +98,12 @@ def settings(database_url: str) -> Settings:
     return Settings(
         database_url=database_url,
         redis_url=REDIS_URL,
-        gateway_token="test-gateway-token-3d9f1c7a5b2e8064",  # type: ignore[arg-type]
-        admin_secret="test-admin-secret-8c2e4a6f1d3b5907",  # type: ignore[arg-type]
-        discord_bot_token="test-bot-token",  # type: ignore[arg-type]
+        gateway_token="test-gateway-token-3d9f1c7a5b2e8064",
+        admin_secret="test-admin-secret-8c2e4a6f1d3b5907",
+        discord_bot_token="test-bot-token",
         discord_bot_user_id=1000,
-        anthropic_api_key="test-anthropic-key",  # type: ignore[arg-type]
-        _env_file=None,  # type: ignore[call-arg]
+        anthropic_api_key="test-anthropic-key",
+        _env_file=None,
     )
 
 

@@ -26,7 +26,9 @@ from app.memory.records import Why
 from app.models.memory import Memory
 from app.models.nightly import NightlyRun
 from app.nightly.run import JOB_NAME, nightly_step, resume_nightly_runs
-from tests.support.memory_env import RecordingQueue, add_message, fact, memory_env
+from app.vocabulary import Actor, SkipReason
+from tests.support.memory_env import add_message, fact, memory_env
+from tests.support.queue import InMemoryQueue
 from tests.support.servers import free_port
 
 SECRET = "test-admin-secret-8c2e4a6f1d3b5907"
@@ -52,13 +54,13 @@ def admin_app(settings: Settings, sessions: SessionFactory, queue: JobQueue) -> 
 
 
 @pytest.fixture
-def queue() -> RecordingQueue:
-    return RecordingQueue()
+def queue() -> InMemoryQueue:
+    return InMemoryQueue()
 
 
 @pytest.fixture
 async def client(
-    settings: Settings, sessions: SessionFactory, queue: RecordingQueue
+    settings: Settings, sessions: SessionFactory, queue: InMemoryQueue
 ) -> AsyncIterator[httpx.AsyncClient]:
     app = admin_app(settings, sessions, queue)
     transport = httpx.ASGITransport(app=app)
@@ -83,7 +85,7 @@ async def finished_run(sessions: SessionFactory, day: date = date(2026, 3, 1)) -
 async def nightly_add(sessions: SessionFactory, run_id: int, content: str) -> int:
     async with unit_of_work(sessions) as session:
         memory = await store.add(
-            session, ALICE, content, Why("nightly", "test", run_id=run_id), learned_in=None
+            session, ALICE, content, Why(Actor.NIGHTLY, "test", run_id=run_id), learned_in=None
         )
         return memory.id
 
@@ -112,7 +114,7 @@ async def rolled_back(sessions: SessionFactory, run_id: int) -> bool:
 async def test_missing_or_wrong_secret_is_401_and_changes_nothing(
     client: httpx.AsyncClient,
     sessions: SessionFactory,
-    queue: RecordingQueue,
+    queue: InMemoryQueue,
     method: str,
     path: str,
     headers: dict[str, str],
@@ -132,7 +134,7 @@ async def test_missing_or_wrong_secret_is_401_and_changes_nothing(
 async def test_admin_api_is_503_while_the_secret_is_unset(
     settings: Settings, sessions: SessionFactory, method: str, path: str
 ) -> None:
-    app = admin_app(settings.model_copy(update={"admin_secret": None}), sessions, RecordingQueue())
+    app = admin_app(settings.model_copy(update={"admin_secret": None}), sessions, InMemoryQueue())
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
         response = await http.request(method, path, headers={"Authorization": "Bearer "})
@@ -212,14 +214,14 @@ async def test_rollback_of_a_named_run_reports_skips(
     run = await finished_run(sessions)
     added = await nightly_add(sessions, run, "Alice moved to Osaka.")
     async with unit_of_work(sessions) as session:  # `!memory forget` after the run
-        why = Why("command", "!memory forget")
+        why = Why(Actor.COMMAND, "!memory forget")
         assert await store.delete_one(session, added, why, owner=ALICE) is not None
 
     response = await client.post("/memory/rollback", headers=AUTH, json={"runId": run})
 
     assert response.status_code == 200
     assert response.json()["skipped"] == [
-        {"memoryId": added, "action": "add", "reason": "deleted after the run by its owner"}
+        {"memoryId": added, "action": "add", "reason": SkipReason.FORGOTTEN_BY_OWNER}
     ]
     assert await memory_ids(sessions) == []
 
@@ -302,14 +304,14 @@ async def test_bad_run_ids_in_the_path_are_422(client: httpx.AsyncClient, run_id
 
 
 async def test_nightly_run_starts_once_per_day(
-    client: httpx.AsyncClient, queue: RecordingQueue
+    client: httpx.AsyncClient, queue: InMemoryQueue
 ) -> None:
     first = await client.post("/nightly/run", headers=AUTH)
 
     assert first.status_code == 202
     body = first.json()
     assert body == {"runId": body["runId"], "day": jst_day(utcnow()).isoformat()}
-    assert [(job, args) for job, args, _ in queue.jobs] == [(JOB_NAME, (body["runId"], "plan"))]
+    assert queue.calls() == [(JOB_NAME, (body["runId"], "plan"))]
 
     second = await client.post("/nightly/run", headers=AUTH)
     assert second.status_code == 409
@@ -369,17 +371,14 @@ async def test_a_night_started_over_the_api_is_listed_and_rolled_back(
             content="I moved to Osaka last week",
             at=utcnow() - timedelta(hours=2),
         )
-        queue = env.services.queue
-        assert isinstance(queue, RecordingQueue)
-        app = admin_app(settings, sessions, queue)
+        app = admin_app(settings, sessions, env.queue)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://admin") as http:
             started = (await http.post("/nightly/run", headers=AUTH)).json()
-            done = 0
-            while done < len(queue.jobs):  # the worker's part
-                _, (run_id, step), _ = queue.jobs[done]
-                done += 1
-                await nightly_step(env.services, int(str(run_id)), str(step))
+            while (taken := env.queue.take()) is not None:  # the worker's part
+                run_id, step = taken.args
+                assert isinstance(run_id, int) and isinstance(step, str)
+                await nightly_step(env.services, run_id, step)
             run = (await http.get(f"/nightly/runs/{started['runId']}", headers=AUTH)).json()
             undo = await http.post("/memory/rollback", headers=AUTH)
 
@@ -406,11 +405,11 @@ async def test_nightly_run_with_redis_down_is_503_and_the_sweeper_resumes_it(
     assert response.status_code == 503
     run_id = response.json()["runId"]
     assert retry.status_code == 409 and retry.json()["runId"] == run_id
-    later = RecordingQueue()
+    later = InMemoryQueue()
     assert await resume_nightly_runs(sessions, later, now=utcnow() + timedelta(minutes=5)) == [
         run_id
     ]
-    assert [(job, args) for job, args, _ in later.jobs] == [(JOB_NAME, (run_id, "plan"))]
+    assert later.calls() == [(JOB_NAME, (run_id, "plan"))]
 
 
 async def test_each_route_lists_the_errors_it_answers_with_their_bodies(

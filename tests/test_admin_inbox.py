@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
@@ -17,6 +16,7 @@ from app.main import create_app
 from tests.support.frames import message_create
 from tests.support.inbox import inbox_row, set_row
 from tests.support.servers import serve
+from tests.support.waiting import wait_until
 
 SECRET = "test-admin-secret-8c2e4a6f1d3b5907"
 ADMIN = {"Authorization": f"Bearer {SECRET}"}
@@ -44,9 +44,10 @@ async def dead(sessions: SessionFactory, event_id: str, error: str = "DiscordUna
 
 
 async def wait_enqueued(redis: Redis, event_id: str) -> None:
-    async with asyncio.timeout(5):
-        while not await redis.exists(f"arq:job:event:{event_id}"):  # noqa: ASYNC110 (bounded)
-            await asyncio.sleep(0.01)
+    async def queued() -> bool:
+        return bool(await redis.exists(f"arq:job:event:{event_id}"))
+
+    await wait_until(queued, within=5, what=f"event {event_id}'s job in the ARQ queue")
 
 
 @pytest.mark.parametrize(

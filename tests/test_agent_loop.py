@@ -115,7 +115,8 @@ def elapsed_since(started: float) -> float:
 def last_tool_result(body: dict[str, Any]) -> dict[str, Any]:
     last = body["messages"][-1]
     assert last["role"] == "user"
-    (result,) = [b for b in last["content"] if b["type"] == "tool_result"]
+    blocks: list[dict[str, Any]] = last["content"]
+    (result,) = [b for b in blocks if b["type"] == "tool_result"]
     return result
 
 

@@ -60,7 +60,9 @@ async def stack(
 async def master_port(sentinel: PrivateSentinel) -> int:
     client = Redis(host="127.0.0.1", port=sentinel.port)
     try:
-        _, port = await client.execute_command("SENTINEL", "get-master-addr-by-name", MASTER)
+        # redis-py leaves execute_command (and every SENTINEL helper) unannotated.
+        ask = ("SENTINEL", "get-master-addr-by-name", MASTER)
+        _, port = await client.execute_command(*ask)  # type: ignore[no-untyped-call]
     finally:
         await client.aclose()
     return int(port)

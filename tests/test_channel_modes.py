@@ -17,7 +17,7 @@ from app.decision.vocabulary import Question
 from app.models.messages import Message
 from app.models.structured import Observation
 from app.turn.pipeline import DMS_OFF
-from tests.support.frames import GUILD_ID, frame, message_create
+from tests.support.frames import GUILD_ID, message_create, thread_create
 from tests.support.stack import BOT_ID, Stack, running_stack
 
 MENTION = f"<@{BOT_ID}>"
@@ -51,20 +51,6 @@ def bot_texts(stack: Stack, channel_id: int) -> list[str]:
 def reply_prompts(stack: Stack) -> list[str]:
     """The persona block of each reply the model wrote."""
     return [r["system"][-1]["text"] for r in stack.model.requests]
-
-
-def thread_create(thread_id: int, parent_id: int) -> dict[str, Any]:
-    return frame(
-        "THREAD_CREATE",
-        {
-            "id": str(thread_id),
-            "guild_id": str(GUILD_ID),
-            "parent_id": str(parent_id),
-            "name": "side talk",
-            "type": 11,
-            "newly_created": True,
-        },
-    )
 
 
 async def test_free_makes_every_message_addressed_and_the_emoji_branch_still_applies(
@@ -125,7 +111,7 @@ async def test_a_thread_under_an_off_channel_stays_quiet_unless_it_is_set_itself
 ) -> None:
     await stack.deliver(staff("!bot channel mode off"))
     stack.discord.clear()
-    await stack.deliver(thread_create(777, GENERAL))
+    await stack.deliver(thread_create(thread_id=777, parent_id=GENERAL))
     await stack.deliver(said(777, f"{MENTION} hello in the thread"))
     # A thread whose THREAD_CREATE never came: Discord is asked once where it hangs.
     stack.discord.add_thread(778, parent_id=GENERAL, guild_id=GUILD_ID)
@@ -148,7 +134,7 @@ async def test_a_channel_persona_reaches_that_channels_prompts_only_after_the_co
     assert "persona (set here): Be formal and precise here." in bot_texts(stack, HELP)[0]
     await stack.deliver(said(HELP, f"{MENTION} a question"))
     await stack.deliver(said(GENERAL, f"{MENTION} a question"))
-    await stack.deliver(thread_create(779, HELP))
+    await stack.deliver(thread_create(thread_id=779, parent_id=HELP))
     await stack.deliver(said(779, f"{MENTION} a question in the thread"))
 
     in_help, in_general, in_thread = reply_prompts(stack)
@@ -193,7 +179,7 @@ async def test_the_admin_api_reads_and_sets_the_same_settings(stack: Stack) -> N
         for bad in ({"mode": "loud"}, {"persona": "x" * 501}, {"volume": 3}, {"persona": ""}):
             refused = await http.put(f"/channels/{HELP}/settings", json=bad, headers=ADMIN)
             assert refused.status_code == 422, bad
-        await stack.deliver(thread_create(780, HELP))
+        await stack.deliver(thread_create(thread_id=780, parent_id=HELP))
         thread = (await http.get("/channels/780/settings", headers=ADMIN)).json()
         assert (thread["mode"], thread["persona"], thread["parentId"]) == (
             "free",
@@ -213,14 +199,17 @@ async def test_with_dms_disabled_dm_conversation_gets_one_notice_a_day_and_comma
 ) -> None:
     async with running_stack(settings, monkeypatch, dms_enabled=False) as stack:
         stack.discord.dm_channels[2001] = 900  # Alice's DM channel with the bot
-        dm = {"channel_id": 900, "guild_id": None}
-        await stack.deliver(message_create(content="hello?", **dm))
-        await stack.deliver(message_create(content="anyone?", **dm))
+
+        def dm(content: str) -> dict[str, Any]:
+            return message_create(content=content, channel_id=900, guild_id=None)
+
+        await stack.deliver(dm("hello?"))
+        await stack.deliver(dm("anyone?"))
         assert stack.discord.texts_in(900) == [DMS_OFF]
         assert stack.model.requests == [] and stack.discord.reactions == []
         assert stack.discord.typing_in(900) == []
 
-        await stack.deliver(message_create(content="!memory show", **dm))
+        await stack.deliver(dm("!memory show"))
         assert "I don't have any memories about you." in stack.discord.texts_in(900)
-        await stack.deliver(message_create(content="!forgetme", **dm))
+        await stack.deliver(dm("!forgetme"))
         assert stack.discord.texts_in(900)[-1].startswith("Done: I erased what I had from you")

@@ -19,7 +19,7 @@ REQUIRED = {
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in (
         "DATABASE_URL",
         "GATEWAY_TOKEN",

@@ -3,19 +3,33 @@ deletes) by their place in the gateway session when the relay sent it, else by c
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from app.frames.events import Event, FrameError, parse_dispatch
-from tests.support.frames import frame, message_create, reaction_add
+from tests.support.frames import (
+    Frame,
+    frame,
+    message_create,
+    message_delete,
+    message_delete_bulk,
+    message_update,
+    reaction_add,
+    reaction_remove,
+    reaction_remove_all,
+    reaction_remove_emoji,
+    thread_create,
+)
 
 SESSION = "3f1a9c0e7b2d4c58a6e0f19b2d3c4e5f"
+EDITED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-def reaction(t: str, s: object = 7, **extra: Any) -> dict[str, Any]:
-    d = {"user_id": "5", "channel_id": "2", "message_id": "3", "emoji": {"name": "👍", "id": None}}
-    return {"op": 0, "t": t, "s": s, "d": {**d, **extra}}
+def at(body: Frame, s: object = 7) -> dict[str, Any]:
+    """``body`` as dispatch number ``s`` (anything a relay might send, valid or not)."""
+    return {**body, "s": s}
 
 
 def dedupe(body: dict[str, Any], session: str | None = SESSION) -> str:
@@ -27,22 +41,16 @@ def dedupe(body: dict[str, Any], session: str | None = SESSION) -> str:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        (reaction("MESSAGE_REACTION_ADD"), f"reaction-add@{SESSION}:7"),
-        (reaction("MESSAGE_REACTION_REMOVE"), f"reaction-remove@{SESSION}:7"),
-        (reaction("MESSAGE_REACTION_REMOVE_ALL"), f"reaction-clear@{SESSION}:7"),
-        (reaction("MESSAGE_REACTION_REMOVE_EMOJI"), f"reaction-clear-emoji@{SESSION}:7"),
-        (
-            frame("MESSAGE_DELETE_BULK", {"ids": ["8", "9"], "channel_id": "2"}),
-            f"delete-bulk@{SESSION}:44",
-        ),
+        (at(reaction_add(message_id=3, user_id=5)), f"reaction-add@{SESSION}:7"),
+        (at(reaction_remove(message_id=3, user_id=5)), f"reaction-remove@{SESSION}:7"),
+        (at(reaction_remove_all(message_id=3)), f"reaction-clear@{SESSION}:7"),
+        (at(reaction_remove_emoji(message_id=3, emoji="👍")), f"reaction-clear-emoji@{SESSION}:7"),
+        (message_delete_bulk(message_ids=[8, 9], channel_id=2), f"delete-bulk@{SESSION}:44"),
         # Messages keep their own ids, session or not.
         (message_create(content="hi", message_id=123), "123"),
-        (frame("MESSAGE_DELETE", {"id": "123", "channel_id": "2"}), "delete:123"),
+        (message_delete(message_id=123, channel_id=2), "delete:123"),
         (
-            frame(
-                "MESSAGE_UPDATE",
-                {"id": "123", "channel_id": "2", "edited_timestamp": "2026-01-02T03:04:05+00:00"},
-            ),
+            message_update(message_id=123, channel_id=2, content="hi", edited_at=EDITED),
             "update:123:2026-01-02T03:04:05+00:00",
         ),
     ],
@@ -68,7 +76,7 @@ def test_ids_with_a_gateway_session(body: dict[str, Any], expected: str) -> None
 def test_without_a_usable_session_and_sequence_the_id_comes_from_the_content(
     session: str | None, s: object
 ) -> None:
-    body = reaction("MESSAGE_REACTION_ADD", s=s)
+    body = at(reaction_add(message_id=3, user_id=5), s)
     assert dedupe(body, session) == "reaction:3:5:👍:add"
 
 
@@ -83,7 +91,7 @@ def test_a_resume_replays_the_same_id_and_a_re_add_gets_a_new_one() -> None:
     assert dedupe(added, None) == dedupe(re_added, None)
 
 
-THREAD = {"id": "77", "parent_id": "300", "guild_id": "500", "name": "plans", "type": 11}
+THREAD = thread_create(thread_id=77, parent_id=300, name="plans")["d"]
 
 
 def test_a_thread_is_created_once_whatever_the_session() -> None:

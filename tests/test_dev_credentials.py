@@ -58,8 +58,8 @@ def test_only_first_deliveries_join_the_playground_feed() -> None:
 async def test_the_production_app_serves_no_playground_and_no_fake_discord() -> None:
     settings = Settings(
         database_url="postgresql+asyncpg://nobody@127.0.0.1:1/none",
-        gateway_token=secrets.token_hex(32),  # type: ignore[arg-type]
-        _env_file=None,  # type: ignore[call-arg]
+        gateway_token=secrets.token_hex(32),
+        _env_file=None,
     )
     transport = httpx.ASGITransport(app=create_app(settings))  # routing only: no lifespan
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:

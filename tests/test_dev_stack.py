@@ -11,6 +11,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -157,10 +158,10 @@ def test_a_nightly_run_learns_from_an_unaddressed_message_and_rolls_back(
     assert again.status_code == 409
 
 
-def _finished_run(playground: Playground, run_id: int) -> dict[str, object]:
+def _finished_run(playground: Playground, run_id: int) -> dict[str, Any]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        run: dict[str, object] = playground.admin("GET", f"/nightly/runs/{run_id}").json()
+        run: dict[str, Any] = playground.admin("GET", f"/nightly/runs/{run_id}").json()
         if run["status"] != "running":
             return run
         time.sleep(0.2)  # polling the run's status, bounded by the deadline

@@ -4,8 +4,6 @@ attachments (no database, no network)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from app.commands.parser import (
@@ -20,14 +18,13 @@ from app.directory.store import DEFAULT, Known, Mode, Own, Rules, clean_persona,
 from app.frames.events import MessageCreate
 from app.turn.pipeline import Audience, addressing
 from app.turn.prompt import ChatLine, Quoted, assemble_prompt
-from tests.support.frames import message_create
+from tests.support.frames import message_create, parsed_message
 
 BOT = 1000
 
 
 def message(content: str, *, dm: bool = False) -> MessageCreate:
-    d: dict[str, Any] = message_create(content=content, guild_id=None if dm else 500)["d"]
-    return MessageCreate.model_validate(d)
+    return parsed_message(message_create(content=content, guild_id=None if dm else 500))
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from tests.support.frames import frame, message_create, next_id
+from tests.support.frames import message_create, message_delete, message_update, next_id
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
     ALICE,
@@ -64,7 +64,7 @@ async def table_texts(sessions: SessionFactory) -> str:
         tables = await session.scalars(
             text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         )
-        texts = []
+        texts: list[str] = []
         for table in list(tables):
             rows = await session.scalars(text(f'SELECT row_to_json(t)::text FROM "{table}" t'))
             texts.extend(rows)
@@ -145,7 +145,7 @@ async def test_a_reply_waiting_on_the_model_writes_nothing_after_forgetme(
     async def erased() -> bool:
         async with sessions() as session:
             status = await session.scalar(text("SELECT status FROM erasures"))
-        return status == "done"
+        return bool(status == "done")
 
     await wait_until(erased, within=30, what="the erasure to finish")
     release.set()
@@ -164,13 +164,8 @@ async def test_a_delete_that_arrives_before_its_message_keeps_it_from_the_model(
 ) -> None:
     stack = world.stack
     message = world.say(ALICE, "my bank pin is mango-secret-7731")
-    d = message["d"]
-    await stack.deliver(
-        frame(
-            "MESSAGE_DELETE",
-            {"id": d["id"], "channel_id": d["channel_id"], "guild_id": d["guild_id"]},
-        )
-    )
+    mid = int(message["d"]["id"])
+    await stack.deliver(message_delete(message_id=mid, channel_id=CHANNEL_A, guild_id=GUILD_A))
 
     await stack.deliver(message)
 
@@ -179,11 +174,11 @@ async def test_a_delete_that_arrives_before_its_message_keeps_it_from_the_model(
     assert stack.discord.messages_in(CHANNEL_A) == []
     async with sessions() as session:
         deleted = await session.scalar(
-            text("SELECT deleted_at IS NOT NULL FROM messages WHERE id = :i"), {"i": int(d["id"])}
+            text("SELECT deleted_at IS NOT NULL FROM messages WHERE id = :i"), {"i": mid}
         )
         observed = await session.scalar(
             text("SELECT count(*) FROM observations WHERE message_id = :i AND kind = 'message'"),
-            {"i": int(d["id"])},
+            {"i": mid},
         )
         tombstones = await session.scalar(text("SELECT count(*) FROM message_tombstones"))
     assert deleted is True and observed == 0 and tombstones == 0
@@ -194,24 +189,23 @@ async def test_an_edit_that_arrives_before_its_message_is_what_gets_logged_and_a
 ) -> None:
     stack = world.stack
     message = world.say(ALICE, "I live in Nagoya-original")
-    d = message["d"]
-    edit = {
-        "id": d["id"],
-        "channel_id": d["channel_id"],
-        "guild_id": d["guild_id"],
-        "author": d["author"],
-        "content": f"<@{BOT_ID}> I live in Sapporo-edited",
-        "edited_timestamp": "2026-12-01T12:00:05+00:00",
-    }
-    await stack.deliver(frame("MESSAGE_UPDATE", edit))
+    mid = int(message["d"]["id"])
+    edit = message_update(
+        message_id=mid,
+        channel_id=CHANNEL_A,
+        guild_id=GUILD_A,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> I live in Sapporo-edited",
+    )
+    await stack.deliver(edit)
 
     await stack.deliver(message)
 
     async with sessions() as session:
         logged = await session.scalar(
-            text("SELECT content FROM messages WHERE id = :i"), {"i": int(d["id"])}
+            text("SELECT content FROM messages WHERE id = :i"), {"i": mid}
         )
-    assert logged == edit["content"]
+    assert logged == edit["d"]["content"]
     prompts = json.dumps(stack.model.requests) + json.dumps(stack.jev.requests)
     assert "Sapporo-edited" in prompts and "Nagoya-original" not in prompts
     assert len(stack.discord.messages_in(CHANNEL_A)) == 1  # the edited message was answered

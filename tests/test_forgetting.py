@@ -27,6 +27,7 @@ from app.nightly.diary import DIARY_SYSTEM
 from app.nightly.run import Started, start_nightly_run
 from app.nightly.style import STYLE_SYSTEM
 from app.structured.consolidation import EPISODE_SYSTEM
+from app.vocabulary import SkipReason
 from tests.support.frames import message_create, next_id, reaction_add
 from tests.support.memory_env import add_memory, add_message
 from tests.support.stack import BOT_ID
@@ -75,7 +76,7 @@ async def test_forget_all_after_a_night_then_a_rollback_brings_nothing_back(
     await world.tell(ALICE, "!memory forget all", mention=False)  # 2. nothing left to delete
 
     dry, real = await rollback(world, run["runId"])  # 3. the operator undoes the night
-    expected = {stale: "its owner ran `!memory forget all` after the run"}
+    expected = {stale: SkipReason.OWNER_FORGOT_ALL}
     assert skipped(dry) == skipped(real) == expected
     assert real["reinserted"] == [] and await contents(sessions, ALICE) == {}
 
@@ -101,7 +102,7 @@ async def test_forgetting_one_memory_a_night_updated_survives_the_nights_rollbac
     await world.tell(ALICE, f"!memory forget {target}", mention=False)
 
     dry, real = await rollback(world, run["runId"])
-    assert skipped(dry) == skipped(real) == {target: "deleted after the run by its owner"}
+    assert skipped(dry) == skipped(real) == {target: SkipReason.FORGOTTEN_BY_OWNER}
     assert real["restored"] == [] and await contents(sessions, ALICE) == {}
 
 
@@ -118,7 +119,7 @@ async def test_a_memory_expired_by_retention_is_never_brought_back(
 
         dry, real = await rollback(world, run["runId"])
 
-    assert skipped(dry) == skipped(real) == {expired: "expired by retention"}
+    assert skipped(dry) == skipped(real) == {expired: SkipReason.EXPIRED}
     assert await contents(sessions, ALICE) == {}
 
 
@@ -220,13 +221,15 @@ def echoing(body: dict[str, Any]) -> Text:
 
 
 def said_by_alice(content: str, **kw: Any) -> dict[str, Any]:
-    frame = message_create(
-        content=content, author_id=ALICE, author_name="alice_q", message_id=next_id(), **kw
+    return message_create(
+        content=content,
+        author_id=ALICE,
+        author_name="alice_q",
+        global_name="Alice Quokka",
+        nick="Alice Quokka",
+        message_id=next_id(),
+        **kw,
     )
-    frame["d"]["author"]["global_name"] = "Alice Quokka"
-    if "member" in frame["d"]:
-        frame["d"]["member"]["nick"] = "Alice Quokka"
-    return frame
 
 
 async def traces_left(
@@ -310,11 +313,13 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
             reaction_add(message_id=int(bot_reply["id"]), user_id=ALICE, message_author_id=BOT_ID),
             said_by_alice(
                 f"that's wrong, {MARKERS[2]}",
-                reply_to={
-                    "id": bot_reply["id"],
-                    "author": {"id": str(BOT_ID), "username": "companion", "bot": True},
-                    "content": bot_reply["content"],
-                },
+                reply_to=message_create(
+                    content=bot_reply["content"],
+                    message_id=int(bot_reply["id"]),
+                    author_id=BOT_ID,
+                    author_name="companion",
+                    bot=True,
+                )["d"],
             ),
             message_create(
                 content=f"I think Alice Quokka keeps bees too, ask <@{ALICE}>",

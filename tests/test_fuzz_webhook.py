@@ -444,7 +444,7 @@ header_values = st.one_of(
         ]
     ).map(str.encode),
 )
-token_headers = st.one_of(
+token_headers: st.SearchStrategy[dict[str, str | bytes]] = st.one_of(
     st.just({}),
     header_values.map(lambda v: {"x-discord-gateway-token": v}),
     # The right token under the wrong header name is no token.

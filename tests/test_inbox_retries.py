@@ -12,7 +12,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
 from app.chat.fake import Failure, Text
 from app.config import Settings
@@ -271,11 +271,11 @@ async def test_the_prune_deletes_only_handled_rows_and_their_step_records(
     await set_row(sessions, ids["dead"], handled_at=None, dead_at=text("now()"))
     async with sessions() as session, session.begin():
         eight_days_ago = text("now() - interval '8 days'")
-        await session.execute(InboxEvent.__table__.update().values(received_at=eight_days_ago))
+        await session.execute(update(InboxEvent).values(received_at=eight_days_ago))
         for event_id in ids.values():
             session.add(CompletedStep(event_id=event_id, step="react", result={}))
         await session.flush()
-        await session.execute(CompletedStep.__table__.update().values(done_at=eight_days_ago))
+        await session.execute(update(CompletedStep).values(done_at=eight_days_ago))
 
     assert await prune_inbox(sessions) == 1
 

@@ -136,7 +136,8 @@ def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
 
 def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
     spec = pod_spec(workload)
-    [found] = [c for c in spec["containers"] + spec.get("initContainers", []) if c["name"] == name]
+    containers: list[dict[str, Any]] = spec["containers"] + spec.get("initContainers", [])
+    [found] = [c for c in containers if c["name"] == name]
     return found
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from tests.support.frames import frame, reaction_add
+from tests.support.frames import message_update, reaction_add
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import ALICE, BOB, CHANNEL_A, GUILD_A, World, tonight, trust_world
 
@@ -26,12 +26,16 @@ async def scalar(sessions: SessionFactory, sql: str, **params: Any) -> Any:
 async def her_activity(world: World, marker: str) -> None:
     """She tells the bot something, edits it, and reacts to the bot's answer."""
     told = await world.tell(ALICE, f"I keep {marker} bees on the roof")
-    d = told["d"]
-    edit = {**{k: d[k] for k in ("id", "channel_id", "guild_id", "author")}}
-    edit.update(content=f"<@{BOT_ID}> I keep {marker} bees, two hives", edited_timestamp=None)
+    edit = message_update(
+        message_id=int(told["d"]["id"]),
+        channel_id=CHANNEL_A,
+        guild_id=GUILD_A,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> I keep {marker} bees, two hives",
+    )
     answer = world.stack.discord.messages_in(CHANNEL_A)[-1]
     await world.stack.deliver(
-        frame("MESSAGE_UPDATE", edit),
+        edit,
         reaction_add(message_id=int(answer["id"]), user_id=ALICE, message_author_id=BOT_ID),
     )
 

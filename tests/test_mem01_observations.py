@@ -32,70 +32,59 @@ from app.observations.service import (
     observe_reaction,
 )
 from app.observations.store import EXCERPT_CHARS, UNKNOWN_USER, excerpt
+from tests.support.frames import (
+    Frame,
+    message_create,
+    message_delete,
+    message_delete_bulk,
+    message_update,
+    reaction_add,
+    reaction_remove,
+    reaction_remove_all,
+    reaction_remove_emoji,
+)
 from tests.support.memory_env import BOT_ID, add_message
 
 CHANNEL = 500
 ALICE, BOB, CAROL = 11, 22, 33
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-AUTHOR = {"id": str(ALICE), "username": "alice"}
 
 
-def event(t: str, d: dict[str, Any]) -> Event:
-    parsed = parse_dispatch({"t": t, "d": d})
+def event(frame: Frame) -> Event:
+    parsed = parse_dispatch(frame)
     assert isinstance(parsed, Event)
     return parsed
 
 
 def gateway_events() -> list[Event]:
     """One of each handled type, as the relay would deliver them."""
-    ch = str(CHANNEL)
+    where: dict[str, Any] = {"channel_id": CHANNEL, "guild_id": None}
     return [
         event(
-            "MESSAGE_CREATE",
-            {
-                "id": "101",
-                "channel_id": ch,
-                "guild_id": "1",
-                "author": AUTHOR,
-                "content": "I just adopted a shiba called Pochi",
-                "timestamp": T0.isoformat(),
-            },
+            message_create(
+                content="I just adopted a shiba called Pochi",
+                message_id=101,
+                author_id=ALICE,
+                channel_id=CHANNEL,
+                guild_id=1,
+                timestamp=T0,
+            )
         ),
         event(
-            "MESSAGE_UPDATE",
-            {
-                "id": "101",
-                "channel_id": ch,
-                "author": AUTHOR,
-                "content": "I just adopted a shiba called Pochi!!",
-                "edited_timestamp": T0.isoformat(),
-            },
+            message_update(
+                message_id=101,
+                author_id=ALICE,
+                content="I just adopted a shiba called Pochi!!",
+                edited_at=T0,
+                **where,
+            )
         ),
-        event(
-            "MESSAGE_REACTION_ADD",
-            {
-                "user_id": str(BOB),
-                "channel_id": ch,
-                "message_id": "101",
-                "emoji": {"name": "❤️"},
-            },
-        ),
-        event(
-            "MESSAGE_REACTION_REMOVE",
-            {
-                "user_id": str(BOB),
-                "channel_id": ch,
-                "message_id": "101",
-                "emoji": {"name": "❤️"},
-            },
-        ),
-        event(
-            "MESSAGE_REACTION_REMOVE_EMOJI",
-            {"channel_id": ch, "message_id": "101", "emoji": {"name": "blob", "id": "77"}},
-        ),
-        event("MESSAGE_REACTION_REMOVE_ALL", {"channel_id": ch, "message_id": "101"}),
-        event("MESSAGE_DELETE", {"id": "101", "channel_id": ch}),
-        event("MESSAGE_DELETE_BULK", {"ids": ["102", "999"], "channel_id": ch}),
+        event(reaction_add(message_id=101, user_id=BOB, emoji="❤️", **where)),
+        event(reaction_remove(message_id=101, user_id=BOB, emoji="❤️", **where)),
+        event(reaction_remove_emoji(message_id=101, emoji="blob", emoji_id=77, **where)),
+        event(reaction_remove_all(message_id=101, **where)),
+        event(message_delete(message_id=101, **where)),
+        event(message_delete_bulk(message_ids=[102, 999], **where)),
     ]
 
 
@@ -208,16 +197,7 @@ async def test_mem01_replayed_events_insert_once(sessions: SessionFactory) -> No
 
 async def test_mem01_content_is_a_short_excerpt(sessions: SessionFactory) -> None:
     long = "word " * 120
-    ev = event(
-        "MESSAGE_CREATE",
-        {
-            "id": "300",
-            "channel_id": str(CHANNEL),
-            "author": AUTHOR,
-            "content": long,
-            "timestamp": T0.isoformat(),
-        },
-    )
+    ev = event(message_create(content=long, message_id=300, author_id=ALICE, channel_id=CHANNEL))
 
     await route(sessions, ev)
 
@@ -232,24 +212,16 @@ async def test_mem01_bots_messages_and_reactions_are_not_observed_as_people(
     sessions: SessionFactory,
 ) -> None:
     bot_echo = event(
-        "MESSAGE_CREATE",
-        {
-            "id": "400",
-            "channel_id": str(CHANNEL),
-            "author": {"id": str(BOT_ID), "username": "companion", "bot": True},
-            "content": "Congratulations!",
-            "timestamp": T0.isoformat(),
-        },
+        message_create(
+            content="Congratulations!",
+            message_id=400,
+            author_id=BOT_ID,
+            author_name="companion",
+            bot=True,
+            channel_id=CHANNEL,
+        )
     )
-    bot_reaction = event(
-        "MESSAGE_REACTION_ADD",
-        {
-            "user_id": str(BOT_ID),
-            "channel_id": str(CHANNEL),
-            "message_id": "101",
-            "emoji": {"name": "👍"},
-        },
-    )
+    bot_reaction = event(reaction_add(message_id=101, user_id=BOT_ID, channel_id=CHANNEL))
 
     await route(sessions, bot_echo)
     await route(sessions, bot_reaction)
@@ -258,7 +230,7 @@ async def test_mem01_bots_messages_and_reactions_are_not_observed_as_people(
 
 
 async def test_mem01_embed_only_update_is_not_an_edit(sessions: SessionFactory) -> None:
-    embed_only = event("MESSAGE_UPDATE", {"id": "101", "channel_id": str(CHANNEL)})
+    embed_only = event(message_update(message_id=101, channel_id=CHANNEL, content=None))
 
     await route(sessions, embed_only)
 
@@ -270,8 +242,7 @@ async def test_mem01_edit_without_author_is_filed_under_the_logged_author(
 ) -> None:
     await log_alice_and_bob(sessions)
     edit = event(
-        "MESSAGE_UPDATE",
-        {"id": "102", "channel_id": str(CHANNEL), "content": "Bob, edited"},
+        message_update(message_id=102, channel_id=CHANNEL, author_id=None, content="Bob, edited")
     )
 
     await route(sessions, edit)

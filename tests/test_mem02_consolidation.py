@@ -127,7 +127,7 @@ async def test_mem02_trigger_fires_at_the_threshold(env: MemoryEnv) -> None:
     assert await enqueue_if_due(env.services, CHANNEL) is True
     assert await enqueue_if_due(env.services, OTHER) is False
 
-    assert env.services.queue.jobs == [  # type: ignore[attr-defined]
+    assert [(e.job, e.args, e.job_id) for e in env.queue.jobs] == [
         ("consolidate_channel", (CHANNEL,), "consolidate:500")
     ]
 

@@ -13,7 +13,7 @@ from app.episodes.store import add_episode
 from app.memory.recall import PromptMemory, prompt_memory, recall_user_ids
 from app.models.memory import MemoryLog
 from app.models.structured import Pin
-from tests.support.memory_env import BOT_ID, add_memory
+from tests.support.memory_env import BOT_ID, add_memory, read_ids
 
 CHANNEL, OTHER = 500, 501
 ALICE, BOB, CAROL = 11, 22, 33
@@ -70,7 +70,7 @@ async def recall(
 async def reads(sessions: SessionFactory) -> list[tuple[int, str, list[int]]]:
     async with sessions() as session:
         rows = await session.scalars(select(MemoryLog).order_by(MemoryLog.id))
-        return [(r.user_id, r.actor, r.after) for r in rows if r.action == "read"]
+        return [(r.user_id, r.actor, read_ids(r)) for r in rows if r.action == "read"]
 
 
 async def test_mem04_default_scope_is_the_speaker_with_pins_and_episodes(

@@ -10,6 +10,7 @@ from app.kit.clock import utcnow
 from app.memory.rollback import rollback_run
 from app.models.nightly import NightlyRun
 from app.structured.retention import purge_expired
+from app.vocabulary import SkipReason
 from tests.support.memory_env import add_memory, all_memories, ledger_rows, memories_of
 
 ALICE, BOB = 11, 22
@@ -76,9 +77,7 @@ async def test_mem06_the_nights_rollback_never_brings_back_a_purged_memory(
     result = await rollback_run(sessions, run_id, dry_run=False)
 
     assert result.plan.reinserted == []
-    assert [(s.memory_id, s.reason) for s in result.plan.skipped] == [
-        (expired, "expired by retention")
-    ]
+    assert [(s.memory_id, s.reason) for s in result.plan.skipped] == [(expired, SkipReason.EXPIRED)]
     assert await memories_of(sessions, ALICE) == {}
 
 

@@ -17,6 +17,7 @@ from app.db import SessionFactory
 from app.frames.events import MessageCreate
 from app.models.memory import Memory
 from app.models.structured import Pin
+from tests.support.frames import message_create, parsed_message
 from tests.support.memory_env import (
     BOT_ID,
     MemoryEnv,
@@ -24,9 +25,10 @@ from tests.support.memory_env import (
     ledger_rows,
     memories_of,
     memory_env,
+    read_ids,
 )
-from tests.support.staff_env import CHANNEL, chat_message
 
+CHANNEL, GUILD = 500, 1
 STAFF = 7
 OPERATOR = 8
 STAFF_ROLE = 900
@@ -51,7 +53,16 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
 async def say(
     env: MemoryEnv, content: str, *, author: int = STAFF, roles: tuple[int, ...] = ()
 ) -> MessageCreate:
-    message = chat_message(id=next(_ids), author_id=author, content=content, roles=roles)
+    message = parsed_message(
+        message_create(
+            content=content,
+            author_id=author,
+            message_id=next(_ids),
+            channel_id=CHANNEL,
+            guild_id=GUILD,
+            roles=roles,
+        )
+    )
     command = parse_command(content, BOT_ID)
     assert command is not None
     await handle_command(env.services, command, message, str(message.id))
@@ -218,4 +229,4 @@ async def test_mem07_a_long_listing_shows_the_newest_and_says_how_many_are_left_
     dm = "\n".join(m["content"] for m in env.discord.dms_to(STAFF))
     assert dm.count("fact number") == LISTING_LIMIT and "…and 3 older not shown." in dm
     [read] = await ledger_rows(env.sessions)
-    assert len(read.after) == LISTING_LIMIT
+    assert len(read_ids(read)) == LISTING_LIMIT

@@ -28,6 +28,7 @@ from app.models.structured import Episode
 from app.ops.import_plan import HISTORY
 from app.ops.importer import import_legacy
 from app.ops.legacy import ImportFailed
+from app.vocabulary import Actor
 from tests.support.erasure import erase_now
 from tests.support.memory_env import memory_env
 
@@ -214,7 +215,7 @@ async def test_mem08_new_rows_after_an_import_get_fresh_ids(
 
     async with unit_of_work(sessions) as session:
         memory = await store.add(
-            session, ALICE, "New fact", Why("command", "test"), learned_in=None
+            session, ALICE, "New fact", Why(Actor.COMMAND, "test"), learned_in=None
         )
         signal = Signal(message_id=1, user_id=ALICE, kind="reaction", value="🎉")
         session.add(signal)
@@ -241,7 +242,7 @@ async def test_mem08_a_memory_deleted_after_the_import_is_not_brought_back(
 ) -> None:
     await import_legacy(sessions, sqlite_path=legacy[0])
     async with unit_of_work(sessions) as session:  # as `!memory forget` does it
-        gone = await store.delete_one(session, 1, Why("command", "!memory forget"), owner=ALICE)
+        gone = await store.delete_one(session, 1, Why(Actor.COMMAND, "!memory forget"), owner=ALICE)
         assert gone is not None
 
     again = await import_legacy(sessions, sqlite_path=legacy[0])
@@ -265,7 +266,7 @@ async def test_mem08_dry_run_reports_the_counts_and_writes_nothing(
     assert "would insert 3" in report.render()
     assert await snapshot(sessions) == empty
     async with unit_of_work(sessions) as session:  # not even the id sequences moved
-        memory = await store.add(session, ALICE, "x", Why("command", "test"), learned_in=None)
+        memory = await store.add(session, ALICE, "x", Why(Actor.COMMAND, "test"), learned_in=None)
     assert memory.id == 1
 
 

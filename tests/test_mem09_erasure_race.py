@@ -9,8 +9,10 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.write_path import run_write_path
+from app.vocabulary import Actor
 from tests.support.erasure import erase_now
 from tests.support.memory_env import exchange, fact, memories_of, memory_env
+from tests.support.waiting import wait_until
 
 ALICE = 42
 
@@ -25,13 +27,11 @@ async def test_mem09_an_extraction_in_flight_writes_nothing_after_the_erasure(
             run_write_path(
                 env.services,
                 exchange(ALICE, "Alice", "I bake sourdough every Sunday"),
-                actor="extraction",
+                actor=Actor.EXTRACTION,
                 trigger="reply:1",
             )
         )
-        async with asyncio.timeout(10):
-            while not env.model.requests:  # noqa: ASYNC110 (the writer is now waiting)
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: bool(env.model.requests), within=10, what="the writer's call")
         await erase_now(env.services, ALICE)
         outcome = await run
     assert outcome.stopped == "erased"

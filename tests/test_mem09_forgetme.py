@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import ColumnElement, func, select, text
@@ -35,10 +34,13 @@ from app.privacy import store as register
 from app.privacy.erasure import STARTED, format_receipt, run_erasure
 from app.privacy.identity import MENTION_TOKEN
 from app.structured.retention import purge_expired
+from app.vocabulary import Actor
+from tests.support.frames import Frame, message_create
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
-from tests.support.staff_env import CHANNEL, frame_data
 
+CHANNEL, GUILD = 500, 1
 ALICE, BOB, BOT_MESSAGE = 42, 43, 2000
+NAMES = {ALICE: ("alice_w", "Alice"), BOB: ("bob", None)}  # username, guild nick
 SECRETS = ("sourdough", "quokka", "sunday")
 
 
@@ -48,10 +50,23 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
         yield env
 
 
-async def record(sessions: SessionFactory, data: dict[str, Any]) -> MessageCreate:
+def said(message_id: int, content: str, *, by: int = ALICE, reply_to: Frame | None = None) -> Frame:
+    username, nick = NAMES[by]
+    return message_create(
+        content=content,
+        author_id=by,
+        author_name=username,
+        nick=nick,
+        message_id=message_id,
+        channel_id=CHANNEL,
+        guild_id=GUILD,
+        reply_to=reply_to["d"] if reply_to else None,
+    )
+
+
+async def record(sessions: SessionFactory, frame: Frame) -> MessageCreate:
     """What steps 1-3 of a turn leave behind: the frame recorded as the webhook records it
     (with who and what it is about) and the channel-log row."""
-    frame = {"op": 0, "t": "MESSAGE_CREATE", "s": 1, "d": data}
     event = parse_dispatch(frame)
     assert isinstance(event, Event) and isinstance(event.data, MessageCreate)
     async with unit_of_work(sessions) as session:
@@ -69,29 +84,18 @@ async def record(sessions: SessionFactory, data: dict[str, Any]) -> MessageCreat
     return event.data
 
 
-async def say(sessions: SessionFactory, **kwargs: Any) -> MessageCreate:
-    return await record(sessions, frame_data(**kwargs))
-
-
 def episode(content: str, sources: list[int] | None, channel_id: int = CHANNEL) -> Episode:
     return Episode(channel_id=channel_id, content=content, source_user_ids=sources)
 
 
 async def seed_world(env: MemoryEnv) -> dict[str, int]:
     s = env.sessions
-    alice = {"author_id": ALICE, "username": "alice_w", "nick": "Alice"}
-    await say(s, id=1001, content="I bake sourdough every Sunday", **alice)
-    await say(s, id=1002, content="My quokka is called Pip", **alice)
-    await say(
-        s,
-        id=1003,
-        author_id=BOB,
-        username="bob",
-        content="Look at my stamps",
-        reply_to=(1001, ALICE, "I bake sourdough every Sunday"),
-    )
-    await say(s, id=1004, author_id=BOB, username="bob", content=f"ask <@{ALICE}> about it")
-    extracted = Why("extraction", "write path")
+    bread_said = said(1001, "I bake sourdough every Sunday")
+    await record(s, bread_said)
+    await record(s, said(1002, "My quokka is called Pip"))
+    await record(s, said(1003, "Look at my stamps", by=BOB, reply_to=bread_said))
+    await record(s, said(1004, f"ask <@{ALICE}> about it", by=BOB))
+    extracted = Why(Actor.EXTRACTION, "write path")
     async with unit_of_work(s) as session:
         bread = (
             await store.add(
@@ -101,7 +105,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
     pet = await add_memory(s, ALICE, "Owns a quokka called Pip")
     async with unit_of_work(s) as session:
         stamps = (await store.add(session, BOB, "Collects stamps", extracted, learned_in=None)).id
-        await store.recent(session, ALICE, Why("reply", "recall"))
+        await store.recent(session, ALICE, Why(Actor.REPLY, "recall"))
         session.add_all(
             [
                 Observation(
@@ -169,10 +173,7 @@ async def every_row_as_text(sessions: SessionFactory) -> dict[str, list[str]]:
 
 async def forget(env: MemoryEnv, message_id: int = 1009) -> register.ErasureRecord:
     """`!forgetme` as the turn runs it, then the worker's job to the end."""
-    data = frame_data(
-        id=message_id, author_id=ALICE, content="!forgetme", username="alice_w", nick="Alice"
-    )
-    message = await record(env.sessions, data)
+    message = await record(env.sessions, said(message_id, "!forgetme"))
     await handle_command(env.services, ForgetMe(), message, str(message.id))
     async with env.sessions() as session:
         erasure_id = await session.scalar(text("SELECT max(id) FROM erasures"))
@@ -253,9 +254,10 @@ async def test_mem09_other_peoples_rows_are_untouched_but_for_mentions_of_her_id
         rows = await session.execute(select(Channel.id, Channel.persona))
         personas = dict(rows.tuples().all())
     assert personas == {777: None, 778: "Be brief"}
-    # His reply stays his; the quote of her message keeps only its id.
+    # His reply stays his; the quote of her message keeps only its ids.
     assert bobs_frame is not None and bobs_frame.payload["d"]["content"] == "Look at my stamps"
-    assert bobs_frame.payload["d"]["referenced_message"] == {"id": "1001"}
+    quote = {"id": "1001", "channel_id": str(CHANNEL)}
+    assert bobs_frame.payload["d"]["referenced_message"] == quote
     assert [
         (r.id, r.before, r.after) for r in await ledger_rows(env.sessions) if r.user_id == BOB
     ] == bobs_ledger

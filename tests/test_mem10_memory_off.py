@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -15,7 +16,6 @@ from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
 from app.frames.events import (
     EventType,
-    MessageCreate,
     MessageUpdate,
     ReactionAdd,
     ReactionRemoveAll,
@@ -31,6 +31,13 @@ from app.observations.service import (
     observe_reaction,
 )
 from app.structured.consolidation import consolidate_channel, enqueue_if_due
+from tests.support.frames import (
+    message_create,
+    message_update,
+    parsed_message,
+    reaction_add,
+    reaction_remove_all,
+)
 from tests.support.memory_env import BOT_ID, add_memory, memory_env
 from tests.support.obs_env import episodes_of, say
 
@@ -52,20 +59,12 @@ async def test_mem10_no_observation_is_written(
     settings: Settings, sessions: SessionFactory
 ) -> None:
     learning = Learning.of(off(settings))
-    message = MessageCreate.model_validate(
-        {
-            "id": "1",
-            "channel_id": str(CHANNEL),
-            "author": {"id": str(ALICE)},
-            "content": "hello",
-            "timestamp": T0.isoformat(),
-        }
-    )
-    edit = MessageUpdate.model_validate({"id": "1", "channel_id": str(CHANNEL), "content": "hi"})
-    reaction = ReactionAdd.model_validate(
-        {"user_id": "22", "channel_id": str(CHANNEL), "message_id": "1", "emoji": {"name": "👍"}}
-    )
-    clear = ReactionRemoveAll.model_validate({"channel_id": str(CHANNEL), "message_id": "1"})
+    where: dict[str, Any] = {"channel_id": CHANNEL, "guild_id": None}
+    said = message_create(content="hello", message_id=1, author_id=ALICE, timestamp=T0, **where)
+    message = parsed_message(said)
+    edit = MessageUpdate.model_validate(message_update(message_id=1, content="hi", **where)["d"])
+    reaction = ReactionAdd.model_validate(reaction_add(message_id=1, user_id=22, **where)["d"])
+    clear = ReactionRemoveAll.model_validate(reaction_remove_all(message_id=1, **where)["d"])
 
     async with unit_of_work(sessions) as session:
         results = [
@@ -110,7 +109,7 @@ async def test_mem10_consolidation_does_not_run(
         outcome = await consolidate_channel(switched_off, CHANNEL)
 
         assert enqueued is False
-        assert env.services.queue.jobs == []  # type: ignore[attr-defined]
+        assert env.queue.jobs == []
         assert outcome.status == "memory_off"
         assert env.model.requests == [] and env.jev.requests == []
         assert await episodes_of(sessions, CHANNEL) == []

@@ -16,6 +16,7 @@ from tests.support.memory_env import (
     ledger_rows,
     memories_of,
     memory_env,
+    snapshot,
 )
 
 ALICE, BOB = 11, 22
@@ -105,7 +106,7 @@ async def test_forget_own_memory_deletes_the_row_and_logs_its_before_state(
     assert await memories_of(env.sessions, ALICE) == {kept: "Alice plays chess."}
     [row] = await ledger_rows(env.sessions)
     assert (row.action, row.actor, row.memory_id, row.user_id) == ("delete", "command", mine, ALICE)
-    assert row.before["content"] == "Alice likes tea." and row.after is None
+    assert snapshot(row.before)["content"] == "Alice likes tea." and row.after is None
     [(answer, reply_to)] = channel_replies(env)
     assert str(mine) in answer and "forgot" in answer and reply_to == str(COMMAND)
 
@@ -138,7 +139,7 @@ async def test_forget_all_deletes_every_own_memory_logs_each_and_that_she_asked(
     assert [(r.action, r.actor, r.memory_id) for r in rows] == [
         ("delete", "command", i) for i in ids
     ]
-    assert [r.before["content"] for r in rows] == [f"Alice fact {n}." for n in range(3)]
+    assert [snapshot(r.before)["content"] for r in rows] == [f"Alice fact {n}." for n in range(3)]
     # One more row for the person: what keeps a later rollback from restoring anything.
     assert (asked.action, asked.actor, asked.memory_id, asked.user_id) == (
         "delete",

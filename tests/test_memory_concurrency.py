@@ -15,6 +15,7 @@ from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.memory.write_path import run_write_path
 from app.models.memory import MemoryLog
+from app.vocabulary import Actor
 from tests.support.memory_env import (
     MemoryEnv,
     all_memories,
@@ -22,6 +23,7 @@ from tests.support.memory_env import (
     fact,
     ledger_rows,
     memory_env,
+    snapshot,
     writer_request_text,
 )
 
@@ -38,14 +40,17 @@ def replay(rows: list[MemoryLog]) -> dict[int, str]:
     """Rebuild the profile from the ledger alone, asserting every step was legal."""
     state: dict[int, str] = {}
     for row in rows:
+        if row.action not in ("add", "update", "delete"):
+            continue  # reads change nothing
+        assert row.memory_id is not None, row.id
         if row.action == "add":
             assert row.memory_id not in state
-            state[row.memory_id] = row.after["content"]
+            state[row.memory_id] = snapshot(row.after)["content"]
         elif row.action == "update":
-            assert state.get(row.memory_id) == row.before["content"], row.id
-            state[row.memory_id] = row.after["content"]
+            assert state.get(row.memory_id) == snapshot(row.before)["content"], row.id
+            state[row.memory_id] = snapshot(row.after)["content"]
         elif row.action == "delete":
-            assert state.get(row.memory_id) == row.before["content"], row.id
+            assert state.get(row.memory_id) == snapshot(row.before)["content"], row.id
             del state[row.memory_id]
     return state
 
@@ -70,7 +75,7 @@ async def seed_profile(env: MemoryEnv) -> None:
     env.jev.answers[Question.MEMORY_VERDICT] = "keep"
     env.model.responder = numbered_writer()
     for said in ("I have a cat", "I live in Kyoto"):
-        await run_write_path(env.services, exchange(ALICE, "Alice", said), actor="extraction")
+        await run_write_path(env.services, exchange(ALICE, "Alice", said), actor=Actor.EXTRACTION)
 
 
 async def test_two_runs_for_one_person_at_once_leave_a_consistent_profile(
@@ -83,8 +88,12 @@ async def test_two_runs_for_one_person_at_once_leave_a_consistent_profile(
     )
 
     outcomes = await asyncio.gather(
-        run_write_path(env.services, exchange(ALICE, "Alice", "no more cat"), actor="extraction"),
-        run_write_path(env.services, exchange(ALICE, "Alice", "moved again"), actor="extraction"),
+        run_write_path(
+            env.services, exchange(ALICE, "Alice", "no more cat"), actor=Actor.EXTRACTION
+        ),
+        run_write_path(
+            env.services, exchange(ALICE, "Alice", "moved again"), actor=Actor.EXTRACTION
+        ),
     )
 
     rows = await ledger_rows(env.sessions)
@@ -103,10 +112,10 @@ async def test_the_same_trigger_twice_changes_nothing_the_second_time(env: Memor
     env.model.responder = numbered_writer()
     said = exchange(ALICE, "Alice", "I started running")
 
-    first = await run_write_path(env.services, said, actor="extraction", trigger="reply:42")
+    first = await run_write_path(env.services, said, actor=Actor.EXTRACTION, trigger="reply:42")
     asked_before = len(env.jev.requests)
     rows_before = await ledger_rows(env.sessions)
-    second = await run_write_path(env.services, said, actor="extraction", trigger="reply:42")
+    second = await run_write_path(env.services, said, actor=Actor.EXTRACTION, trigger="reply:42")
 
     assert len(first.added) == 1
     assert second.stopped == "already_applied" and not second.changed
@@ -123,7 +132,7 @@ async def test_the_same_trigger_run_concurrently_applies_once(env: MemoryEnv) ->
 
     outcomes = await asyncio.gather(
         *(
-            run_write_path(env.services, said, actor="extraction", trigger="reply:43")
+            run_write_path(env.services, said, actor=Actor.EXTRACTION, trigger="reply:43")
             for _ in range(2)
         )
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,33 +13,16 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.memory.jobs import resume_lost_memory_jobs
+from app.memory.jobs import REMEMBER, resume_lost_memory_jobs
 from app.models.memory import Memory
 from app.turn.events import handle_event
 from app.wiring import open_services
 from tests.support.frames import message_create
+from tests.support.queue import InMemoryQueue
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.worker import drain
 
 FACT = "Alice is learning the cello."
-
-
-@dataclass
-class LosingQueue:
-    """Redis that accepts jobs and then loses them."""
-
-    async def enqueue(
-        self,
-        job: str,
-        *args: object,
-        job_id: str | None = None,
-        defer_s: float = 0,
-        **kwargs: object,
-    ) -> bool:
-        return True
-
-    async def enqueue_many(self, job: str, calls: Any) -> None:
-        return None
 
 
 def _answers(body: dict[str, Any]) -> Text:
@@ -70,8 +52,10 @@ async def test_a_lost_memory_job_is_enqueued_again_and_runs(
 ) -> None:
     frame = message_create(content=f"<@{BOT_ID}> I started cello lessons!")
     await stack.post(frame)
-    async with open_services(stack.settings, queue=LosingQueue()) as services:
+    lost = InMemoryQueue()  # Redis that accepts the job and then loses it
+    async with open_services(stack.settings, queue=lost) as services:
         await handle_event(services, frame["d"]["id"])  # the reply goes out; its job is lost
+    assert [job for job, _ in lost.calls()] == [REMEMBER.name]
     assert len(stack.replies()) == 1
     assert await memories(sessions) == []
 

@@ -19,6 +19,7 @@ from app.decision.vocabulary import Question
 from app.memory.prompts import MAX_FACT_CHARS, parse_written, render_marked
 from app.memory.records import MemoryRecord
 from app.memory.write_path import run_write_path
+from app.vocabulary import Actor
 from tests.support.memory_env import MemoryEnv, exchange, fact, memory_env
 
 
@@ -92,6 +93,8 @@ async def test_applied_changes_are_counted_by_actor_and_action(env: MemoryEnv) -
     env.model.default = Text(fact("Alice likes tea."))
     before = changes("consolidation", "add")
 
-    await run_write_path(env.services, exchange(11, "Alice", "I like tea"), actor="consolidation")
+    await run_write_path(
+        env.services, exchange(11, "Alice", "I like tea"), actor=Actor.CONSOLIDATION
+    )
 
     assert changes("consolidation", "add") == before + 1

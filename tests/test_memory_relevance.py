@@ -14,11 +14,12 @@ from app.kit.tokens import tokenize
 from app.memory import store
 from app.memory.records import Why
 from app.models.memory import Memory
-from tests.support.memory_env import add_memory, ledger_rows
+from app.vocabulary import Actor
+from tests.support.memory_env import add_memory, ledger_rows, read_ids
 
 ALICE, BOB = 11, 22
 GUILD, OTHER_GUILD = Place(1), Place(2)
-WHY = Why("reply", "recall")
+WHY = Why(Actor.REPLY, "recall")
 HOBBIES = ["chess", "tennis", "baking", "hiking", "jazz", "pottery", "sailing", "poetry"] * 5
 
 
@@ -53,7 +54,7 @@ async def test_the_one_note_about_the_cat_comes_back_among_forty(sessions: Sessi
     assert found[:9] == [f"Alice enjoys {h} on day {n}" for n, h in enumerate(HOBBIES[:9])]
     [read] = await ledger_rows(sessions)
     assert (read.actor, read.action, read.memory_id) == ("reply", "read", None)
-    assert cat in read.after and len(read.after) == 10
+    assert cat in read_ids(read) and len(read_ids(read)) == 10
 
 
 async def test_a_japanese_question_finds_its_japanese_note(sessions: SessionFactory) -> None:
@@ -103,9 +104,9 @@ async def test_origin_rules_hold_however_relevant_a_note_is(sessions: SessionFac
             ("Alice told me in a DM her cat Miso is ill.", DM),
             ("Alice said in another server that Miso is her cat.", OTHER_GUILD),
         ):
-            await store.add(session, ALICE, content, Why("extraction"), learned_in=place)
+            await store.add(session, ALICE, content, Why(Actor.EXTRACTION), learned_in=place)
         await store.add(
-            session, BOB, "Bob's cat is also called Miso.", Why("extraction"), learned_in=GUILD
+            session, BOB, "Bob's cat is also called Miso.", Why(Actor.EXTRACTION), learned_in=GUILD
         )
 
     here = await relevant(sessions, q("how is Miso?"), GUILD)
@@ -157,8 +158,8 @@ async def test_search_lists_only_matches_best_first_and_logs_one_read(
     green = await add_memory(sessions, ALICE, "Alice painted her room green.", age_days=3)
 
     async with unit_of_work(sessions) as session:
-        found = await store.search(session, ALICE, Why("command", "search"), q("green tea"))
-        none = await store.search(session, ALICE, Why("command", "search"), q("sumo"))
+        found = await store.search(session, ALICE, Why(Actor.COMMAND, "search"), q("green tea"))
+        none = await store.search(session, ALICE, Why(Actor.COMMAND, "search"), q("sumo"))
 
     assert [m.id for m in found] == [tea, green]
     assert none == []

@@ -16,6 +16,7 @@ from app.db import SessionFactory
 from app.decision.fake import Raw
 from app.decision.vocabulary import Question
 from app.memory.write_path import run_write_path
+from app.vocabulary import Actor
 from tests.support.memory_env import (
     MemoryEnv,
     add_memory,
@@ -25,6 +26,7 @@ from tests.support.memory_env import (
     ledger_rows,
     memories_of,
     memory_env,
+    snapshot,
     writer_request_text,
 )
 
@@ -44,7 +46,7 @@ def alice_says(*said: str) -> Any:
 async def test_unusable_exchange_asks_nothing_and_writes_nothing(env: MemoryEnv) -> None:
     bot_only = exchange(ALICE, "Alice")  # only the bot spoke
 
-    outcome = await run_write_path(env.services, bot_only, actor="extraction")
+    outcome = await run_write_path(env.services, bot_only, actor=Actor.EXTRACTION)
 
     assert outcome.stopped == "unusable"
     assert env.jev.requests == []
@@ -55,7 +57,7 @@ async def test_not_worth_keeping_stops_before_any_read_or_write(env: MemoryEnv) 
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.jev.answers[Question.WORTH_KEEPING] = 0.49
 
-    outcome = await run_write_path(env.services, alice_says("lol ok"), actor="extraction")
+    outcome = await run_write_path(env.services, alice_says("lol ok"), actor=Actor.EXTRACTION)
 
     assert outcome.stopped == "not_worth_keeping"
     assert [r["question"] for r in env.jev.requests] == ["worth_keeping"]
@@ -68,7 +70,9 @@ async def test_no_answer_to_worth_keeping_is_the_same_as_no(env: MemoryEnv) -> N
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.jev.answers[Question.WORTH_KEEPING] = Raw(502, {"detail": "model failed"})
 
-    outcome = await run_write_path(env.services, alice_says("I moved to Osaka"), actor="extraction")
+    outcome = await run_write_path(
+        env.services, alice_says("I moved to Osaka"), actor=Actor.EXTRACTION
+    )
 
     assert outcome.stopped == "no_answer"
     assert env.model.requests == []
@@ -81,7 +85,9 @@ async def test_decision_service_down_writes_nothing(env: MemoryEnv) -> None:
     env.jev.down = True
     env.model.default = Text(fact("Alice moved to Osaka."))
 
-    outcome = await run_write_path(env.services, alice_says("I moved to Osaka"), actor="extraction")
+    outcome = await run_write_path(
+        env.services, alice_says("I moved to Osaka"), actor=Actor.EXTRACTION
+    )
 
     assert not outcome.changed
     assert env.model.requests == []
@@ -94,7 +100,7 @@ async def test_first_memory_is_added_without_asking_add_memory(env: MemoryEnv) -
     env.model.default = Text(fact("Alice is learning the cello."))
 
     outcome = await run_write_path(
-        env.services, alice_says("I started cello lessons this week!"), actor="extraction"
+        env.services, alice_says("I started cello lessons this week!"), actor=Actor.EXTRACTION
     )
 
     assert env.jev.asked(Question.ADD_MEMORY) == []
@@ -120,9 +126,9 @@ async def test_first_memory_is_added_without_asking_add_memory(env: MemoryEnv) -
         memory.id,
         None,
     )
-    assert add.after["content"] == "Alice is learning the cello."
-    assert add.after["user_id"] == str(ALICE)
-    assert add.reason == "first memory"
+    assert snapshot(add.after)["content"] == "Alice is learning the cello."
+    assert snapshot(add.after)["user_id"] == str(ALICE)
+    assert add.reason  # every change says why (SPEC invariant 3)
 
 
 async def test_keep_update_delete_verdicts_are_applied_with_before_and_after(
@@ -142,7 +148,7 @@ async def test_keep_update_delete_verdicts_are_applied_with_before_and_after(
     outcome = await run_write_path(
         env.services,
         alice_says("I moved to Osaka and got the job!"),
-        actor="extraction",
+        actor=Actor.EXTRACTION,
     )
 
     assert (outcome.updated, outcome.deleted, outcome.added) == ([update], [delete], [])
@@ -154,9 +160,9 @@ async def test_keep_update_delete_verdicts_are_applied_with_before_and_after(
     assert read.after == [delete, update, keep]  # most recently updated first
     by_action = {row.action: row for row in changes}
     assert set(by_action) == {"update", "delete"}
-    assert by_action["update"].before["content"] == "Alice lives in Kyoto."
-    assert by_action["update"].after["content"] == "Alice lives in Osaka now."
-    assert by_action["delete"].before["content"] == "Alice is job hunting."
+    assert snapshot(by_action["update"].before)["content"] == "Alice lives in Kyoto."
+    assert snapshot(by_action["update"].after)["content"] == "Alice lives in Osaka now."
+    assert snapshot(by_action["delete"].before)["content"] == "Alice is job hunting."
     assert by_action["delete"].after is None
     # The writer saw the exchange and the one record it rewrote, never the rest of the profile.
     [writer_call] = env.model.requests
@@ -174,7 +180,7 @@ async def test_a_failed_verdict_leaves_that_record_untouched(env: MemoryEnv) -> 
     env.jev.answers[Question.ADD_MEMORY] = 0.0
 
     outcome = await run_write_path(
-        env.services, alice_says("I quit chess and coffee, all of it"), actor="extraction"
+        env.services, alice_says("I quit chess and coffee, all of it"), actor=Actor.EXTRACTION
     )
 
     assert outcome.deleted == [other]
@@ -188,7 +194,9 @@ async def test_add_refused_changes_nothing_after_the_read(env: MemoryEnv) -> Non
     env.jev.answers[Question.MEMORY_VERDICT] = "keep"
     env.jev.answers[Question.ADD_MEMORY] = 0.3
 
-    outcome = await run_write_path(env.services, alice_says("I like jazz too"), actor="extraction")
+    outcome = await run_write_path(
+        env.services, alice_says("I like jazz too"), actor=Actor.EXTRACTION
+    )
 
     assert not outcome.changed
     assert env.model.requests == []
@@ -204,15 +212,17 @@ async def test_add_allowed_by_jev_is_written_and_logged(env: MemoryEnv) -> None:
     env.jev.answers[Question.ADD_MEMORY] = 0.6  # verdict unset: FakeJev answers "keep"
     env.model.default = Text(fact("Alice likes jazz."))
 
-    outcome = await run_write_path(env.services, alice_says("I love jazz"), actor="nightly")
+    outcome = await run_write_path(env.services, alice_says("I love jazz"), actor=Actor.NIGHTLY)
 
     assert len(outcome.added) == 1
     assert sorted((await memories_of(env.sessions, ALICE)).values()) == [
         "Alice likes jazz.",
         "Alice likes tea.",
     ]
+    assert len(env.jev.asked(Question.ADD_MEMORY)) == 1  # the decision that let it in
     add = (await ledger_rows(env.sessions))[-1]
-    assert (add.action, add.actor, add.reason) == ("add", "nightly", "add_memory p=0.60")
+    assert (add.action, add.actor, add.memory_id) == ("add", "nightly", outcome.added[0])
+    assert add.reason
 
 
 async def test_third_party_fact_is_discarded_logged_and_stored_nowhere(
@@ -223,7 +233,7 @@ async def test_third_party_fact_is_discarded_logged_and_stored_nowhere(
 
     with caplog.at_level(logging.INFO, logger="app.memory.write_path"):
         outcome = await run_write_path(
-            env.services, alice_says("Bob told me he's allergic to peanuts"), actor="extraction"
+            env.services, alice_says("Bob told me he's allergic to peanuts"), actor=Actor.EXTRACTION
         )
 
     assert outcome.discarded == ["Bob is allergic to peanuts."]
@@ -249,7 +259,7 @@ async def test_a_writer_without_a_usable_fact_adds_nothing(env: MemoryEnv, reply
     env.jev.answers[Question.WORTH_KEEPING] = 0.9
     env.model.default = reply
 
-    outcome = await run_write_path(env.services, alice_says("hmm"), actor="extraction")
+    outcome = await run_write_path(env.services, alice_says("hmm"), actor=Actor.EXTRACTION)
 
     assert outcome.added == []
     assert await all_memories(env.sessions) == []
@@ -262,7 +272,7 @@ async def test_writer_is_told_which_lines_are_the_bots_and_only_about_the_speake
     env.model.default = Text(fact("Alice plans a trip to Iceland."))
     said = exchange(ALICE, "Alice", "I'm going to Iceland in May", bot_says="You love hiking!")
 
-    await run_write_path(env.services, said, actor="extraction")
+    await run_write_path(env.services, said, actor=Actor.EXTRACTION)
 
     [call] = env.model.requests
     request = writer_request_text(call)
@@ -287,7 +297,9 @@ async def test_a_record_changed_during_the_model_call_is_skipped(env: MemoryEnv)
 
     env.model.responder = forget_meanwhile
 
-    outcome = await run_write_path(env.services, alice_says("I moved to Osaka"), actor="extraction")
+    outcome = await run_write_path(
+        env.services, alice_says("I moved to Osaka"), actor=Actor.EXTRACTION
+    )
 
     assert outcome.skipped == [target] and outcome.updated == []
     assert await all_memories(env.sessions) == []
@@ -301,7 +313,7 @@ async def test_someone_elses_memories_are_never_read_or_touched(env: MemoryEnv) 
     env.jev.answers[Question.MEMORY_VERDICT] = "delete"
     env.model.default = Text(fact("Alice lives in Kyoto."))
 
-    await run_write_path(env.services, alice_says("I live in Kyoto"), actor="extraction")
+    await run_write_path(env.services, alice_says("I live in Kyoto"), actor=Actor.EXTRACTION)
 
     assert env.jev.asked(Question.MEMORY_VERDICT) == []  # Alice had none; Bob's weren't read
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob lives in Kyoto."}

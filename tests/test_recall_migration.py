@@ -16,6 +16,7 @@ from app.frames.events import MessageCreate
 from app.kit.tokens import tokenize
 from app.memory import store
 from app.memory.records import Why
+from app.vocabulary import Actor
 from tests.support.frames import message_create
 from tests.support.migrations import ScratchDatabase, database_at
 
@@ -52,7 +53,7 @@ async def test_the_backfill_writes_what_the_owners_write(at_0007: ScratchDatabas
     sessions = create_session_factory(at_0007.engine)
     async with unit_of_work(sessions) as session:
         for content in TEXTS:
-            await store.add(session, 22, content, Why("extraction"), learned_in=Place(1))
+            await store.add(session, 22, content, Why(Actor.EXTRACTION), learned_in=Place(1))
             frame = message_create(content=content, channel_id=301, timestamp=datetime.now(UTC))
             await channel_log.log_message(session, MessageCreate.model_validate(frame["d"]))
     expected = {content: tokenize(content) for content in TEXTS}

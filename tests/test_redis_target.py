@@ -42,7 +42,7 @@ def test_the_settings_give_the_target_without_showing_the_sentinel_password(
     monkeypatch.setenv("REDIS_SENTINELS", "s0:26379, s1")
     monkeypatch.setenv("REDIS_SENTINEL_MASTER", "queue")
     monkeypatch.setenv("REDIS_SENTINEL_PASSWORD", "sentinel-pw-31f9")
-    target = Settings(_env_file=None).redis_target  # type: ignore[call-arg]
+    target = Settings(_env_file=None).redis_target
     assert target.sentinels == (("s0", 26379), ("s1", SENTINEL_PORT))
     assert target.sentinel_master == "queue"
     assert target.sentinel_password == "sentinel-pw-31f9"
@@ -53,7 +53,7 @@ def test_without_sentinels_the_target_is_redis_url_alone(monkeypatch: pytest.Mon
     for name, value in BASE.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("REDIS_URL", "redis://cache:6379/2")
-    assert Settings(_env_file=None).redis_target == RedisTarget(url="redis://cache:6379/2")  # type: ignore[call-arg]
+    assert Settings(_env_file=None).redis_target == RedisTarget(url="redis://cache:6379/2")
 
 
 def test_a_bad_sentinel_list_names_the_variable(

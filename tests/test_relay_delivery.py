@@ -8,6 +8,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -47,7 +48,7 @@ class FakeWebhook:
         self.plan = plan
         self.expect = expect
         self.attempts: Counter[str] = Counter()
-        self.accepted: list[dict[str, object]] = []
+        self.accepted: list[dict[str, Any]] = []
         self.bodies: dict[str, bytes] = {}
         self.tokens: set[str | None] = set()
         self.in_flight = 0

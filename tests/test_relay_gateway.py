@@ -29,6 +29,19 @@ from app.relay.frames import (
 from app.relay.gateway import GatewayFatal
 from app.relay.metrics import RelayMetrics
 from app.relay.service import run_relay
+from tests.support.frames import (
+    Frame,
+    frame,
+    message_create,
+    message_delete,
+    message_delete_bulk,
+    message_update,
+    reaction_add,
+    reaction_remove,
+    reaction_remove_all,
+    reaction_remove_emoji,
+    thread_create,
+)
 from tests.support.relay_fakes import (
     BOT_TOKEN,
     FAST,
@@ -36,10 +49,7 @@ from tests.support.relay_fakes import (
     Webhook,
     channel_of,
     fake_gateway,
-    message,
-    reaction,
     relay_settings,
-    thread,
 )
 from tests.support.servers import free_port, serve
 from tests.support.waiting import wait_until
@@ -54,6 +64,11 @@ REQUIRED_INTENTS = (
     | DIRECT_MESSAGE_REACTIONS
     | MESSAGE_CONTENT
 )
+
+
+def said(message_id: int, channel: int = 10) -> Frame:
+    """A message in a guild channel (10 unless said), its text non-ASCII: bytes must pass."""
+    return message_create(content=f"msg {message_id} ✓", message_id=message_id, channel_id=channel)
 
 
 async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() -> None:
@@ -82,14 +97,18 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
             assert identify["d"]["intents"] & REQUIRED_INTENTS == REQUIRED_INTENTS
             resume_url = f"{gateway.url}/resume"
             await first.dispatch(
-                "READY", 1, {"session_id": "s-1", "resume_gateway_url": resume_url}
+                frame("READY", {"session_id": "s-1", "resume_gateway_url": resume_url}), 1
             )
             sent = [
-                await first.dispatch("GUILD_CREATE", 2, {"id": "1", "channels": []}),
-                await first.dispatch("MESSAGE_CREATE", 3, message(100)),
-                await first.dispatch("TYPING_START", 4, {"channel_id": "10", "user_id": "7"}),
-                await first.dispatch("MESSAGE_REACTION_ADD", 5, reaction(100)),
-                await first.dispatch("MESSAGE_UPDATE", 6, message(100, edited_timestamp="x")),
+                await first.dispatch(frame("GUILD_CREATE", {"id": "1", "channels": []}), 2),
+                await first.dispatch(said(100), 3),
+                await first.dispatch(
+                    frame("TYPING_START", {"channel_id": "10", "user_id": "7"}), 4
+                ),
+                await first.dispatch(reaction_add(message_id=100, user_id=7, channel_id=10), 5),
+                await first.dispatch(
+                    message_update(message_id=100, channel_id=10, content="edited"), 6
+                ),
             ]
             await webhook.until(3)
             await first.heartbeat_with(6)  # the heartbeat carries the last sequence number
@@ -102,19 +121,21 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
             resume = await second.expect(6)
             assert resume["d"] == {"token": BOT_TOKEN, "session_id": "s-1", "seq": 6}
             sent += [
-                await second.dispatch("RESUMED", 7, {}),
-                await second.dispatch("MESSAGE_REACTION_REMOVE", 8, reaction(100)),
-                await second.dispatch("MESSAGE_REACTION_REMOVE_EMOJI", 9, reaction(100)),
-                await second.dispatch("MESSAGE_REACTION_REMOVE_ALL", 10, reaction(100)),
-                await second.dispatch("MESSAGE_DELETE", 11, {"id": "100", "channel_id": "10"}),
-                await second.dispatch("PRESENCE_UPDATE", 12, {"user": {"id": "7"}}),
+                await second.dispatch(frame("RESUMED", {}), 7),
+                await second.dispatch(reaction_remove(message_id=100, user_id=7, channel_id=10), 8),
                 await second.dispatch(
-                    "MESSAGE_DELETE_BULK", 13, {"ids": ["1", "2"], "channel_id": "20"}
+                    reaction_remove_emoji(message_id=100, emoji="👍", channel_id=10), 9
                 ),
-                await second.dispatch("MESSAGE_CREATE", 14, message(200, channel="20")),
+                await second.dispatch(reaction_remove_all(message_id=100, channel_id=10), 10),
+                await second.dispatch(message_delete(message_id=100, channel_id=10), 11),
+                await second.dispatch(frame("PRESENCE_UPDATE", {"user": {"id": "7"}}), 12),
+                await second.dispatch(message_delete_bulk(message_ids=[1, 2], channel_id=20), 13),
+                await second.dispatch(said(200, channel=20), 14),
                 # Thread events come with the GUILDS intent, in the thread's own lane.
-                await second.dispatch("THREAD_CREATE", 15, thread(30, parent="20")),
-                await second.dispatch("THREAD_UPDATE", 16, thread(30, parent="20")),
+                await second.dispatch(thread_create(thread_id=30, parent_id=20), 15),
+                await second.dispatch(
+                    thread_create(thread_id=30, parent_id=20, t="THREAD_UPDATE"), 16
+                ),
             ]
             await webhook.until(11)
             stop.set()
@@ -146,25 +167,29 @@ async def test_every_frame_carries_its_gateway_session_kept_by_resume_renewed_by
         await first.hello()
         await first.expect(2)
         resume_url = f"{gateway.url}/resume"
-        await first.dispatch("READY", 1, {"session_id": "sess-A", "resume_gateway_url": resume_url})
-        await first.dispatch("MESSAGE_REACTION_ADD", 2, reaction(100))
-        await first.dispatch("MESSAGE_CREATE", 3, message(101))
+        await first.dispatch(
+            frame("READY", {"session_id": "sess-A", "resume_gateway_url": resume_url}), 1
+        )
+        await first.dispatch(reaction_add(message_id=100, user_id=7, channel_id=10), 2)
+        await first.dispatch(said(101), 3)
         await webhook.until(2)
         await first.ws.close(code=4000)  # resumable
 
         second = await gateway.next_connection()
         await second.hello()
         assert (await second.expect(6))["d"]["seq"] == 3
-        await second.dispatch("RESUMED", 4, {})
-        await second.dispatch("MESSAGE_REACTION_REMOVE", 5, reaction(100))
+        await second.dispatch(frame("RESUMED", {}), 4)
+        await second.dispatch(reaction_remove(message_id=100, user_id=7, channel_id=10), 5)
         await webhook.until(3)
         await second.ws.send(json.dumps({"op": 9, "d": False}))  # session gone: identify anew
 
         third = await gateway.next_connection()
         await third.hello()
         await third.expect(2)
-        await third.dispatch("READY", 1, {"session_id": "sess-B", "resume_gateway_url": resume_url})
-        await third.dispatch("MESSAGE_REACTION_ADD", 2, reaction(100))
+        await third.dispatch(
+            frame("READY", {"session_id": "sess-B", "resume_gateway_url": resume_url}), 1
+        )
+        await third.dispatch(reaction_add(message_id=100, user_id=7, channel_id=10), 2)
         await webhook.until(4)
         stop.set()
         assert await asyncio.wait_for(relay, 5) == []
@@ -189,8 +214,10 @@ async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
         first = await gateway.next_connection()
         await first.hello(interval_ms=100)
         await first.expect(2)
-        await first.dispatch("READY", 1, {"session_id": "s-z", "resume_gateway_url": gateway.url})
-        await first.dispatch("MESSAGE_CREATE", 2, message(1))
+        await first.dispatch(
+            frame("READY", {"session_id": "s-z", "resume_gateway_url": gateway.url}), 1
+        )
+        await first.dispatch(said(1), 2)
         await webhook.until(1)
         first.ack = False  # a zombie connection from now on: beats go unanswered
         assert await first.close_code() == 4000
@@ -199,8 +226,8 @@ async def test_unacknowledged_heartbeat_reconnects_and_resumes() -> None:
         await second.hello()
         resume = await second.expect(6)
         assert (resume["d"]["session_id"], resume["d"]["seq"]) == ("s-z", 2)
-        await second.dispatch("RESUMED", 3, {})
-        await second.dispatch("MESSAGE_CREATE", 4, message(2))
+        await second.dispatch(frame("RESUMED", {}), 3)
+        await second.dispatch(said(2), 4)
         await webhook.until(2)
         stop.set()
         assert await asyncio.wait_for(relay, 5) == []
@@ -219,7 +246,9 @@ async def test_dropped_connection_resumes_and_invalid_session_identifies_afresh(
         await first.hello()
         await first.expect(2)
         resume_url = f"{gateway.url}/resume"
-        await first.dispatch("READY", 1, {"session_id": "s-1", "resume_gateway_url": resume_url})
+        await first.dispatch(
+            frame("READY", {"session_id": "s-1", "resume_gateway_url": resume_url}), 1
+        )
         await first.ws.close(code=1011)  # the server goes away mid-session
 
         second = await gateway.next_connection()
@@ -233,8 +262,10 @@ async def test_dropped_connection_resumes_and_invalid_session_identifies_afresh(
         await third.hello()
         identify = await third.expect(2)
         assert identify["d"]["token"] == BOT_TOKEN
-        await third.dispatch("READY", 1, {"session_id": "s-2", "resume_gateway_url": resume_url})
-        await third.dispatch("MESSAGE_CREATE", 2, message(5))
+        await third.dispatch(
+            frame("READY", {"session_id": "s-2", "resume_gateway_url": resume_url}), 1
+        )
+        await third.dispatch(said(5), 2)
         await webhook.until(1)
         stop.set()
         assert await asyncio.wait_for(relay, 5) == []
@@ -280,9 +311,11 @@ async def test_at_stop_every_frame_read_is_delivered_before_a_resumable_close(
         first = await gateway.next_connection()
         await first.hello()
         await first.expect(2)
-        await first.dispatch("READY", 1, {"session_id": "s", "resume_gateway_url": gateway.url})
+        await first.dispatch(
+            frame("READY", {"session_id": "s", "resume_gateway_url": gateway.url}), 1
+        )
         for seq in range(2, 6):
-            await first.dispatch("MESSAGE_CREATE", seq, message(seq))
+            await first.dispatch(said(seq), seq)
         await first.heartbeat_with(5)  # all four frames are read (and queued)
         stop.set()
         await wait_until(
@@ -326,8 +359,10 @@ async def test_python_m_app_relay_runs_without_a_database_and_drains_on_sigterm(
             first = await gateway.next_connection(timeout_s=9)
             await first.hello()
             assert (await first.expect(2))["d"]["token"] == BOT_TOKEN
-            await first.dispatch("READY", 1, {"session_id": "s", "resume_gateway_url": gateway.url})
-            raw = await first.dispatch("MESSAGE_CREATE", 2, message(42))
+            await first.dispatch(
+                frame("READY", {"session_id": "s", "resume_gateway_url": gateway.url}), 1
+            )
+            raw = await first.dispatch(said(42), 2)
             await webhook.until(1)
             async with httpx.AsyncClient(timeout=5) as http:
                 exposition = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text

@@ -32,6 +32,7 @@ from app.relay.shards import (
     parse_shard_ids,
     plan_shards,
 )
+from tests.support.frames import frame, message_create, reaction_add
 from tests.support.relay_fakes import (
     BOT_TOKEN,
     FAST,
@@ -39,8 +40,6 @@ from tests.support.relay_fakes import (
     Sent,
     Webhook,
     fake_gateway,
-    message,
-    reaction,
     relay_settings,
 )
 from tests.support.servers import free_port, serve
@@ -169,7 +168,8 @@ def test_gateway_bot_answer_gives_url_shards_and_identify_concurrency() -> None:
     assert parse_gateway_bot({"url": "wss://g", "shards": 0, "session_start_limit": []}) == (
         GatewayBot("wss://g", 1, 1, None)
     )
-    for bad in ([], {"shards": 2}, {"url": ""}):
+    bads: list[object] = [[], {"shards": 2}, {"url": ""}]
+    for bad in bads:
         with pytest.raises(ValueError):
             parse_gateway_bot(bad)
 
@@ -249,18 +249,16 @@ async def send_mix(gateway: FakeGateway, first_id: int) -> list[Sent]:
     """Messages and reactions in every guild (both shards), a DM, and one unhandled event."""
     sent = []
     for n, guild in enumerate(GUILDS):
-        channel = str(guild + 1)
-        mid = first_id + n
-        sent.append(
-            await gateway.route("MESSAGE_CREATE", message(mid, channel, guild_id=str(guild)))
+        channel, mid = guild + 1, first_id + n
+        said = message_create(
+            content=f"msg {mid}", message_id=mid, channel_id=channel, guild_id=guild
         )
-        sent.append(
-            await gateway.route(
-                "MESSAGE_REACTION_ADD", {**reaction(mid, channel), "guild_id": str(guild)}
-            )
-        )
-    sent.append(await gateway.route("MESSAGE_CREATE", message(first_id + 99, "555")))  # a DM
-    sent.append(await gateway.route("TYPING_START", {"channel_id": "555", "user_id": "7"}))
+        sent.append(await gateway.route(said))
+        reacted = reaction_add(message_id=mid, user_id=7, channel_id=channel, guild_id=guild)
+        sent.append(await gateway.route(reacted))
+    dm = message_create(content="psst", message_id=first_id + 99, channel_id=555, guild_id=None)
+    sent.append(await gateway.route(dm))
+    sent.append(await gateway.route(frame("TYPING_START", {"channel_id": "555", "user_id": "7"})))
     return sent
 
 

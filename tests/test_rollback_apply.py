@@ -21,6 +21,8 @@ from app.models import Base
 from app.models.memory import Memory, MemoryLog
 from app.models.nightly import NightlyRun, StyleOverride
 from app.nightly.store import RUN_LOCK
+from app.vocabulary import Actor, SkipReason
+from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
 
 ALICE, BOB = 11, 22
 OLD = datetime(2026, 1, 1, tzinfo=UTC)
@@ -51,12 +53,12 @@ async def change(
     *,
     memory_id: int | None = None,
     content: str = "",
-    actor: str = "nightly",
+    actor: Actor = Actor.NIGHTLY,
     run_id: int | None = None,
 ) -> int:
     """One logged change, exactly as the write path, decay or a command make it: through
     the memory store."""
-    reason = "decay" if action == "delete" and actor == "nightly" else "test"
+    reason = "decay" if action == "delete" and actor is Actor.NIGHTLY else "test"
     why = Why(actor, reason, run_id=run_id)
     async with unit_of_work(sessions) as session:
         if action == "add":
@@ -141,7 +143,7 @@ async def test_a_record_edited_after_the_run_is_skipped_and_keeps_the_edit(
         ALICE,
         memory_id=memory,
         content="Alice likes cocoa.",
-        actor="extraction",
+        actor=Actor.EXTRACTION,
     )
 
     result = await rollback_run(sessions, run, dry_run=False)
@@ -161,12 +163,12 @@ async def test_a_memory_forgotten_after_the_run_is_not_resurrected(
         sessions, "update", ALICE, memory_id=updated, content="Alice likes coffee.", run_id=run
     )
     for memory_id in (added, updated):  # `!memory forget <id>` for both
-        await change(sessions, "delete", ALICE, memory_id=memory_id, actor="command")
+        await change(sessions, "delete", ALICE, memory_id=memory_id, actor=Actor.COMMAND)
 
     result = await rollback_run(sessions, run, dry_run=False)
 
     assert result.plan.deleted == [] and result.plan.restored == []
-    assert {s.reason for s in result.plan.skipped} == {"deleted after the run by its owner"}
+    assert {s.reason for s in result.plan.skipped} == {SkipReason.FORGOTTEN_BY_OWNER}
     assert await contents(sessions) == {}
 
 
@@ -250,7 +252,7 @@ class World:
 
 
 async def apply_ops(
-    sessions: SessionFactory, world: World, plan: list[Op], *, actor: str, run_id: int | None
+    sessions: SessionFactory, world: World, plan: list[Op], *, actor: Actor, run_id: int | None
 ) -> set[int]:
     """Apply random changes; returns the ids touched. Targets pick among existing rows."""
     touched: set[int] = set()
@@ -302,8 +304,8 @@ async def test_rollback_never_overwrites_a_later_change_and_restores_the_rest(
         await seed(sessions, USERS[user_index], world.text())
     before_run = await contents(sessions)
     run = await new_run(sessions)
-    await apply_ops(sessions, world, night, actor="nightly", run_id=run)
-    changed_later = await apply_ops(sessions, world, later, actor="extraction", run_id=None)
+    await apply_ops(sessions, world, night, actor=Actor.NIGHTLY, run_id=run)
+    changed_later = await apply_ops(sessions, world, later, actor=Actor.EXTRACTION, run_id=None)
     after_edits = await contents(sessions)
 
     await rollback_run(sessions, run, dry_run=False)
@@ -324,23 +326,12 @@ async def test_a_rollback_waits_for_the_runs_step_in_progress(sessions: SessionF
     async with sessions() as step, step.begin():
         assert await try_xact_lock(step, RUN_LOCK, run)  # what a running nightly step holds
         undo = asyncio.create_task(rollback_run(sessions, run, dry_run=False))
-        async with asyncio.timeout(10):
-            while not await waiting_for_advisory_lock(sessions):  # noqa: ASYNC110 (bounded poll)
-                await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: someone_awaits_an_advisory_lock(sessions), within=10, what="the lock wait"
+        )
         assert not undo.done()
         assert await contents(sessions) == {added: "Alice moved to Osaka."}
     result = await undo
 
     assert result.plan.deleted == [added]
     assert await contents(sessions) == {}
-
-
-async def waiting_for_advisory_lock(sessions: SessionFactory) -> bool:
-    async with sessions() as session:
-        waiting = await session.scalar(
-            text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            )
-        )
-    return bool(waiting)

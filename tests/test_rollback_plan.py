@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app.memory.records import UNKNOWN, MemoryRecord
+from app.memory.records import UNKNOWN, LogEntry, MemoryRecord
 from app.memory.rollback import (
     DeleteOp,
-    LogEntry,
     ReinsertOp,
     RestoreOp,
     Skip,
     plan_rollback,
 )
+from app.vocabulary import SkipReason
 
 ALICE, BOB = 11, 22
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -66,14 +66,14 @@ def test_an_add_edited_after_the_run_is_skipped() -> None:
     plan = plan_rollback([add(1, 5, "likes tea")], {5: now(5, "likes green tea")})
 
     assert plan.ops == []
-    assert plan.skipped == [Skip(5, "add", "changed after the run")]
+    assert plan.skipped == [Skip(5, "add", SkipReason.CHANGED)]
 
 
 def test_an_add_forgotten_after_the_run_is_skipped_not_resurrected() -> None:
     plan = plan_rollback([add(1, 5, "likes tea")], {})
 
     assert plan.ops == []
-    assert plan.skipped == [Skip(5, "add", "deleted after the run")]
+    assert plan.skipped == [Skip(5, "add", SkipReason.DELETED)]
 
 
 def test_an_unchanged_update_is_restored_with_its_before_content_and_time() -> None:
@@ -90,13 +90,13 @@ def test_an_update_changed_again_is_skipped() -> None:
     plan = plan_rollback([upd(1, 5, "likes tea", "likes coffee")], {5: now(5, "likes cocoa")})
 
     assert plan.ops == []
-    assert plan.skipped == [Skip(5, "update", "changed after the run")]
+    assert plan.skipped == [Skip(5, "update", SkipReason.CHANGED)]
 
 
 def test_an_update_forgotten_after_the_run_is_skipped() -> None:
     plan = plan_rollback([upd(1, 5, "likes tea", "likes coffee")], {})
 
-    assert plan.skipped == [Skip(5, "update", "deleted after the run")]
+    assert plan.skipped == [Skip(5, "update", SkipReason.DELETED)]
 
 
 def test_a_delete_is_reinserted_with_its_original_id_and_times() -> None:
@@ -111,7 +111,7 @@ def test_a_delete_is_reinserted_with_its_original_id_and_times() -> None:
 def test_a_delete_whose_id_is_taken_again_is_skipped() -> None:
     plan = plan_rollback([dele(1, 5, "has a cat")], {5: now(5, "something else")})
 
-    assert plan.skipped == [Skip(5, "delete", "the id exists again")]
+    assert plan.skipped == [Skip(5, "delete", SkipReason.ID_TAKEN)]
 
 
 def test_changes_are_undone_newest_first_through_the_same_record() -> None:
@@ -154,7 +154,7 @@ def test_another_owner_at_the_same_id_is_never_touched() -> None:
     plan = plan_rollback([add(1, 5, "likes tea")], {5: now(5, "likes tea", user_id=BOB)})
 
     assert plan.ops == []
-    assert plan.skipped[0].reason == "changed after the run"
+    assert plan.skipped[0].reason == SkipReason.CHANGED
 
 
 def test_a_delete_whose_ledger_row_was_erased_is_not_reinserted() -> None:
@@ -164,4 +164,4 @@ def test_a_delete_whose_ledger_row_was_erased_is_not_reinserted() -> None:
     plan = plan_rollback([erased], {})
 
     assert plan.ops == []
-    assert plan.skipped == [Skip(5, "delete", "no before state recorded")]
+    assert plan.skipped == [Skip(5, "delete", SkipReason.NO_BEFORE)]

@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from app.db import SessionFactory
 from app.models.memory import Memory, MemoryLog
-from tests.support.memory_env import add_memory
+from app.vocabulary import Actor
+from tests.support.memory_env import add_memory, read_ids
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
     ALICE,
@@ -28,10 +29,15 @@ async def memory_ids(sessions: SessionFactory, user_id: int) -> dict[str, int]:
         return {m.content: m.id for m in rows}
 
 
-async def reads(sessions: SessionFactory, reason: str) -> list[MemoryLog]:
+async def command_reads(sessions: SessionFactory, user_id: int) -> list[list[int]]:
+    """The memory ids each of the person's own commands read, in order."""
     async with sessions() as session:
-        query = select(MemoryLog).where(MemoryLog.action == "read", MemoryLog.reason == reason)
-        return list(await session.scalars(query))
+        query = select(MemoryLog).where(
+            MemoryLog.action == "read",
+            MemoryLog.actor == Actor.COMMAND,
+            MemoryLog.user_id == user_id,
+        )
+        return [read_ids(row) for row in await session.scalars(query.order_by(MemoryLog.id))]
 
 
 async def test_show_lists_the_ten_newest_with_where_and_how_many_more(
@@ -100,7 +106,8 @@ async def test_why_sends_when_and_where_with_jump_links_and_later_changes(
     await world.tell(ALICE, f"!memory why {dm_memory}", guild=None)
     dm_link = f"https://discord.com/channels/@me/{DM_CHANNELS[ALICE]}/{dm_told['d']['id']}"
     assert dm_link in world.dm_text(ALICE)
-    assert len(await reads(sessions, "why")) == 2  # each lookup is a ledger read
+    # Each lookup is a ledger read of that one memory.
+    assert await command_reads(sessions, ALICE) == [[memory_id], [dm_memory]]
 
 
 async def test_why_for_someone_elses_memory_is_the_same_not_found_as_a_missing_one(
@@ -139,7 +146,8 @@ async def test_export_holds_every_memory_of_a_person_with_25_and_their_history(
     assert exported["learning_paused"] is True
     assert {row["action"] for row in exported["ledger"]} >= {"add", "read"}
     assert "sent you a DM" in world.channel_texts(CHANNEL_A)[-1]
-    assert len(await reads(sessions, "export")) == 1
+    [exported_ids] = await command_reads(sessions, ALICE)  # the export is one ledger read
+    assert sorted(exported_ids) == sorted(m["id"] for m in exported["memories"])
 
 
 async def test_a_closed_dm_gets_the_channel_notice_and_leaks_nothing(

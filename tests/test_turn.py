@@ -21,6 +21,7 @@ from app.turn.events import handle_event
 from app.wiring import open_services
 from tests.support.frames import message_create, reaction_add
 from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.waiting import wait_until
 from tests.support.worker import drain
 
 MENTION = f"<@{BOT_ID}>"
@@ -219,9 +220,7 @@ async def test_turn_killed_between_reaction_and_reply_replies_once_on_retry(
     event_id = frame["d"]["id"]
     async with open_services(stack.settings) as services:
         turn = asyncio.create_task(handle_event(services, event_id))
-        async with asyncio.timeout(10):
-            while not stack.model.requests:  # noqa: ASYNC110 (waits for the fake, bounded)
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: bool(stack.model.requests), within=10, what="the model call")
         assert len(stack.discord.reactions) == 1 and stack.replies() == []
         turn.cancel()  # the worker dies mid-generation
         await asyncio.gather(turn, return_exceptions=True)

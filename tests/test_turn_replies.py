@@ -14,7 +14,7 @@ from app.config import Settings
 from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.models.messages import Message
-from tests.support.frames import GUILD_ID, frame, message_create
+from tests.support.frames import message_create, message_delete
 from tests.support.stack import BOT_ID, Stack, running_stack
 
 MENTION = f"<@{BOT_ID}>"
@@ -129,8 +129,7 @@ async def test_a_deleted_message_and_a_paused_authors_unlogged_message_are_not_c
 ) -> None:
     gone = message_create(content="I take that back", author_id=BOB, author_name="bob")
     await stack.deliver(gone)
-    delete = {"id": gone["d"]["id"], "channel_id": str(CHANNEL), "guild_id": str(GUILD_ID)}
-    await stack.deliver(frame("MESSAGE_DELETE", delete))
+    await stack.deliver(message_delete(message_id=int(gone["d"]["id"]), channel_id=CHANNEL))
     # Discord still quotes it in the frame; the log says it is gone.
     await stack.deliver(message_create(content=f"{MENTION} what was it?", reply_to=gone["d"]))
     assert answering_block(stack) is None

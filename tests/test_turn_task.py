@@ -27,6 +27,7 @@ from tests.support.frames import message_create
 from tests.support.inbox import enqueue_due_now, inbox_row, make_due
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.waiting import wait_until
 from tests.support.worker import drain
 
 MENTION = f"<@{BOT_ID}>"
@@ -179,9 +180,9 @@ async def test_a_job_killed_after_the_agent_gave_no_answer_writes_the_reply_with
         await stack.post(frame)
         async with open_services(stack.settings) as services:
             job = asyncio.create_task(handle_event(services, event_id))
-            async with asyncio.timeout(10):
-                while len(stack.model.requests) < 2:  # noqa: ASYNC110 (waits on the fake)
-                    await asyncio.sleep(0.01)
+            await wait_until(
+                lambda: len(stack.model.requests) >= 2, within=10, what="the written reply's call"
+            )
             job.cancel()  # the worker dies while the written reply is generated
             await asyncio.gather(job, return_exceptions=True)
             await handle_event(services, event_id)  # the retry

@@ -24,6 +24,7 @@ from app.models.structured import Observation
 from tests.support.frames import frame, message_create, reaction_add
 from tests.support.servers import free_port, serve
 from tests.support.stack import running_stack
+from tests.support.waiting import wait_until
 from tests.support.worker import drain
 
 TOKEN = {"x-discord-gateway-token": "test-gateway-token-3d9f1c7a5b2e8064"}
@@ -135,9 +136,11 @@ async def test_first_delivery_is_recorded_then_enqueued(
         row = await session.get(InboxEvent, body["d"]["id"])
     assert row is not None and row.payload == body and row.handled_at is None
     # The enqueue follows the commit; wait for the job to show up in the ARQ queue.
-    async with asyncio.timeout(5):
-        while not await redis.zcard(ARQ_QUEUE):  # noqa: ASYNC110 (polls Redis, bounded)
-            await asyncio.sleep(0.01)
+
+    async def queued() -> bool:
+        return bool(await redis.zcard(ARQ_QUEUE))
+
+    await wait_until(queued, within=5, what="the event's job in the ARQ queue")
     assert await redis.exists(f"arq:job:event:{body['d']['id']}")
 
 

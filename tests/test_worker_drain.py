@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.kit.arqueue import create_queue
+from app.kit.arqworker import ResilientWorker
 from tests.support.waiting import wait_until
 from tests.support.worker import idle_worker
 
@@ -37,7 +38,7 @@ async def test_a_job_that_ends_within_the_grace_finishes_and_nothing_new_is_clai
             worker.drain()
             await queue.enqueue("job", "second", job_id="job:second")
             release.set()
-            await wait_until(lambda: worker.main_task.done(), within=WITHIN_S, what="the drain")
+            await wait_until(lambda: stopped(worker), within=WITHIN_S, what="the drain")
     finally:
         await queue.close()
     assert ran == ["first"]
@@ -67,10 +68,14 @@ async def test_a_job_past_the_grace_is_handed_back_and_another_worker_takes_it_a
             async with idle_worker(settings, redis, quick) as other:
                 draining.drain()
                 await wait_until(lambda: len(ran) == 2, within=WITHIN_S, what="the other worker")
-                await wait_until(lambda: draining.main_task.done(), within=WITHIN_S, what="drain")
+                await wait_until(lambda: stopped(draining), within=WITHIN_S, what="drain")
                 assert other.jobs_complete == 1
     finally:
         await queue.close()
     assert ran == ["draining worker: turn", "other worker: turn"]
     assert draining.released == ["job:turn"] and draining.jobs_complete == 0
     assert await redis.zcard("arq:queue") == 0  # run once to the end, by the other
+
+
+def stopped(worker: ResilientWorker) -> bool:
+    return worker.main_task is not None and worker.main_task.done()

@@ -14,9 +14,10 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.db import SessionFactory
-from tests.faults.harness import Tally, WorkerProcess, gated_stack, wait_until, worker_env
+from tests.faults.harness import Tally, WorkerProcess, gated_stack, worker_env
 from tests.support.servers import free_port
 from tests.support.trust_env import ADMIN
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

@@ -24,11 +24,11 @@ from tests.faults.harness import (
     post,
     post_until_acknowledged,
     sweep_until_handled,
-    wait_until,
     worker_env,
 )
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, running_stack
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

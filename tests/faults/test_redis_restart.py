@@ -23,11 +23,11 @@ from tests.faults.harness import (
     handled_count,
     post,
     sweep_until_handled,
-    wait_until,
     worker_env,
 )
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, running_stack
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

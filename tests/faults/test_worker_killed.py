@@ -21,9 +21,9 @@ from tests.faults.harness import (
     gated_stack,
     post_mentions,
     unhandled_events,
-    wait_until,
     worker_pair,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

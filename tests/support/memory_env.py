@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,27 +28,10 @@ from app.discord.fake import FakeDiscord
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
 from app.services import Services
+from tests.support.queue import InMemoryQueue
 from tests.support.servers import serve
 
 BOT_ID = 1000
-
-
-@dataclass
-class RecordingQueue:
-    """The JobQueue seam, recording instead of enqueuing (memory work enqueues nothing)."""
-
-    jobs: list[tuple[str, tuple[object, ...], str | None]] = field(default_factory=list)
-
-    async def enqueue(
-        self,
-        job: str,
-        *args: object,
-        job_id: str | None = None,
-        defer_s: float = 0,
-        **kwargs: object,
-    ) -> bool:
-        self.jobs.append((job, args, job_id))
-        return True
 
 
 @dataclass
@@ -58,6 +41,7 @@ class MemoryEnv:
     model: FakeAnthropic
     discord: FakeDiscord
     sessions: SessionFactory
+    queue: InMemoryQueue
 
 
 @asynccontextmanager
@@ -72,17 +56,18 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
         sdk = anthropic.AsyncAnthropic(
             api_key="test-key", base_url=model_url, max_retries=0, timeout=10.0
         )
+        queue = InMemoryQueue()
         services = Services(
             settings=settings,
             sessions=sessions,
             discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
             decider=LoggedDecider(HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0)),
             chat=AnthropicChat(sdk, model="fake-model"),
-            queue=RecordingQueue(),
+            queue=queue,
             bot_user_id=BOT_ID,
         )
         try:
-            yield MemoryEnv(services, jev, model, discord, sessions)
+            yield MemoryEnv(services, jev, model, discord, sessions, queue)
         finally:
             await sdk.close()
 
@@ -164,3 +149,15 @@ async def all_memories(sessions: SessionFactory) -> list[Memory]:
 async def ledger_rows(sessions: SessionFactory) -> list[MemoryLog]:
     async with sessions() as session:
         return list((await session.scalars(select(MemoryLog).order_by(MemoryLog.id))).all())
+
+
+def snapshot(state: object) -> dict[str, Any]:
+    """A change row's ``before`` or ``after``: the memory as it was (never None here)."""
+    assert isinstance(state, dict), state
+    return state
+
+
+def read_ids(row: MemoryLog) -> list[int]:
+    """The memory ids a read row says were read (its ``after``)."""
+    assert row.action == "read" and isinstance(row.after, list), (row.id, row.action)
+    return [int(i) for i in row.after]

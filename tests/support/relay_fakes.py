@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from app.relay.frames import channel_key
 from app.relay.gateway import GatewayTuning
 from app.relay.settings import RelaySettings
+from tests.support.frames import Frame, frame
 
 BOT_TOKEN = "relay-test-bot-token"
 HOOK_TOKEN = "relay-test-gateway-token-0123456789abcdef"
@@ -80,8 +81,9 @@ class GatewayConnection:
         assert payload["op"] == op, payload
         return payload
 
-    async def dispatch(self, t: str, seq: int, data: dict[str, Any]) -> str:
-        raw = json.dumps({"op": 0, "t": t, "s": seq, "d": data})
+    async def dispatch(self, event: Frame, seq: int) -> str:
+        """Send ``event`` (a frame from tests.support.frames) as dispatch number ``seq``."""
+        raw = json.dumps({**event, "s": seq})
         await self.ws.send(raw)
         return raw
 
@@ -106,7 +108,7 @@ class Session:
 
     def next_frame(self, t: str, data: dict[str, Any]) -> str:
         self.seq += 1
-        raw = json.dumps({"op": 0, "t": t, "s": self.seq, "d": data})
+        raw = json.dumps(frame(t, data, s=self.seq))
         self.log.append((self.seq, raw))
         return raw
 
@@ -214,12 +216,12 @@ class FakeGateway:
         guild = data.get("guild_id")
         return 0 if guild is None else (int(guild) >> 22) % self.shard_count
 
-    async def route(self, t: str, data: dict[str, Any]) -> Sent:
+    async def route(self, event: Frame) -> Sent:
         """Send an event on its shard; while that shard is down, only log it for the replay."""
-        shard = self.shard_of(data)
+        shard = self.shard_of(event["d"])
         session = self.sessions[shard]
         async with session.lock:
-            raw = session.next_frame(t, data)
+            raw = session.next_frame(event["t"], event["d"])
             connection = self.live.get(shard)
             if connection is not None:
                 await connection.ws.send(raw)
@@ -292,15 +294,3 @@ def relay_settings(webhook_base: str, **overrides: Any) -> RelaySettings:
 def channel_of(body: bytes) -> str:
     """The lane a frame travels in (a thread event's is the thread's own id)."""
     return channel_key(json.loads(body)["d"])
-
-
-def message(mid: int, channel: str = "10", **extra: Any) -> dict[str, Any]:
-    return {"id": str(mid), "channel_id": channel, "content": f"msg {mid} ✓", **extra}
-
-
-def reaction(mid: int, channel: str = "10") -> dict[str, Any]:
-    return {"message_id": str(mid), "channel_id": channel, "user_id": "7", "emoji": {"name": "👍"}}
-
-
-def thread(tid: int, parent: str = "10") -> dict[str, Any]:
-    return {"id": str(tid), "parent_id": parent, "guild_id": "1", "name": "a thread", "type": 11}

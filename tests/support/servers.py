@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import uvicorn
@@ -16,6 +16,14 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves Ctrl+C to pytest (or the benchmark)."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 @asynccontextmanager
@@ -32,8 +40,7 @@ async def serve(app: Any, *, port: int | None = None, lifespan: str = "auto") ->
         lifespan=lifespan,  # type: ignore[arg-type]
         timeout_graceful_shutdown=1,  # a fake holding a slow answer must not stall teardown
     )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server = _Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -4,11 +4,12 @@ burst mode until the queue is empty, or ours long-running and idle."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from arq import func
 from arq.connections import RedisSettings
+from arq.typing import WorkerCoroutine
 from redis.asyncio import Redis
 
 from app.config import Settings
@@ -37,7 +38,7 @@ async def drain(settings: Settings) -> ResilientWorker:
 
 @asynccontextmanager
 async def idle_worker(
-    settings: Settings, redis: Redis, job: Callable[..., Awaitable[None]], *, max_jobs: int = 10
+    settings: Settings, redis: Redis, job: WorkerCoroutine, *, max_jobs: int = 10
 ) -> AsyncIterator[ResilientWorker]:
     """A long-running worker that has polled once and is now idle."""
     worker = ResilientWorker(
