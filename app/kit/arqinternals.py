@@ -1,7 +1,7 @@
 """Every part of ARQ beyond its documented API that our worker (``app.kit.arqworker``) and
 queue (``app.kit.arqueue``) rely on, why, and a fingerprint of the installed code.
 
-``tests/test_arq_internals.py`` fails when an installed ARQ differs from these fingerprints:
+``tests/kit/test_arq_internals.py`` fails when an installed ARQ differs from these fingerprints:
 re-read the named code, adapt the module that relies on it, then update the fingerprint
 (``python -m app.kit.arqinternals`` prints the current ones). The same test fails when either
 module imports or overrides something of ARQ's that is not listed here."""

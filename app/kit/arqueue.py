@@ -6,7 +6,7 @@ job at once instead of at its next poll (the poll stays, slower, for a wake-up t
 or the master Redis Sentinel names.
 
 ARQ internals this relies on (listed with why and fingerprinted in ``app.kit.arqinternals``;
-``tests/test_arq_internals.py`` fails when ARQ changes one): the job record
+``tests/kit/test_arq_internals.py`` fails when ARQ changes one): the job record
 ``serialize_job`` writes and ``deserialize_job_raw`` reads, which ``enqueue_many`` writes
 itself; what ``ArqRedis.enqueue_job`` stores (job key with ``expires_extra_ms``, the queue's
 score) and its ``job_serializer`` attributes; the queue name and key prefixes in

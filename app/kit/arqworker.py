@@ -14,7 +14,7 @@ latency. Here the worker also listens for the wake-up every enqueue publishes
 delay is only the fallback for a lost wake-up.
 
 ARQ internals this relies on (each listed with why and fingerprinted in
-``app.kit.arqinternals``; ``tests/test_arq_internals.py`` fails when ARQ changes one):
+``app.kit.arqinternals``; ``tests/kit/test_arq_internals.py`` fails when ARQ changes one):
 ``Worker.__init__``'s attributes; ``main``/``async_run`` (the loop, ended through
 ``main_task``); ``_poll_iteration``, ``heart_beat``, ``start_jobs``, ``run_job``,
 ``finish_job``, ``finish_failed_job`` and ``close``, overridden; ``record_health``,

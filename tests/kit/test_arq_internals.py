@@ -11,7 +11,7 @@ from arq.worker import Worker
 from app.kit.arqinternals import ARQ_INTERNALS, Internal, drifted
 from app.kit.arqworker import ResilientWorker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELYING = [ROOT / "app" / "kit" / "arqworker.py", ROOT / "app" / "kit" / "arqueue.py"]
 NAMED = {internal.name for internal in ARQ_INTERNALS}
 

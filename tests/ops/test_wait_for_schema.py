@@ -16,7 +16,7 @@ import pytest
 from app.ops.schema import Migrations, SchemaState, judge, load_migrations
 from tests.conftest import DB_NAME, PG_HOST, PG_USER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = Migrations(heads=frozenset({"0007"}), known=frozenset({"0001", "0006", "0007"}))
 
 

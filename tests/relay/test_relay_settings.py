@@ -15,7 +15,7 @@ from app.relay.settings import RelaySettingsError, load_relay_settings
 # Template values an operator might leave in (the relay shares the bot's one rule).
 PLACEHOLDERS = ("change-me", "changeit", "replace-me", "password", "secret", "your-token-here")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 GOOD_TOKEN = "k3J9-q2Lr_7vXw0Zt5Nb8Yc1Hd4Mf6Pa"  # 32 characters, random-looking
 
 

@@ -20,7 +20,7 @@ from tests.support.core_flow import FACT, REPLY, run_core_flow
 from tests.support.proxies import PGBOUNCER, PrivatePgBouncer
 from tests.support.stack import running_stack
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(PGBOUNCER is None, reason="pgbouncer is not installed")
 
 

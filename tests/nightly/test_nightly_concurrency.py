@@ -20,9 +20,9 @@ from app.kit.clock import utcnow
 from app.nightly.progress import Chunk
 from app.nightly.run import Started, nightly_step, start_nightly_run
 from app.nightly.steps import plan_waves
+from tests.nightly.test_nightly_run import PERSONA, Night, responder
 from tests.support.memory_env import fact, ledger_rows, memories_of, memory_env
 from tests.support.waiting import wait_until
-from tests.test_nightly_run import PERSONA, Night, responder
 
 SPEAKERS = {11: "Alice", 22: "Bob", 33: "Carol"}
 

@@ -27,7 +27,7 @@ from app.relay.service import CLOSE_TIMEOUT_S
 from app.relay.settings import RelaySettings
 from app.relay.shards import shard_of_pod
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl (with kustomize) is missing")

@@ -17,7 +17,7 @@ from app.kit.arqworker import RELEASE_WAIT_S
 from app.relay.service import CLOSE_TIMEOUT_S
 from app.relay.settings import RelaySettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose")
 
 

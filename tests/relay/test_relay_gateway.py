@@ -54,7 +54,7 @@ from tests.support.relay_fakes import (
 from tests.support.servers import free_port, serve
 from tests.support.waiting import wait_until
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RELAY_ENV_PREFIXES = ("DATABASE_URL", "DISCORD_", "GATEWAY_TOKEN", "WEBHOOK_URL", "RELAY_", "LOG_")
 REQUIRED_INTENTS = (
     GUILDS

@@ -142,7 +142,7 @@ def test_the_relay_process_imports_nothing_of_the_database_layer(module: str) ->
         "print(','.join(bad))\n"
         "print('app.frames.events' in sys.modules)"
     )
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=repo,
