@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +36,7 @@ from app.discord.split import split_message
 from app.inbound import steps
 from app.inbound.frames import Attachment, MessageCreate
 from app.inbound.steps import PostedReply, Step
+from app.kit.attribution import Author, Labels
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.memory import consent, runs
@@ -49,7 +51,16 @@ from app.structured.recall import PromptMemory, prompt_memory
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
-from app.turn.prompt import ChatLine, Quoted, assemble_prompt, task_lines
+from app.turn.prompt import (
+    ChatLine,
+    Quoted,
+    assemble_prompt,
+    chain_lines,
+    conversation_labels,
+    correction_prompt,
+    decision_prompt,
+    task_lines,
+)
 from app.turn.typing import Typing
 
 log = logging.getLogger(__name__)
@@ -189,7 +200,9 @@ async def detect_correction(services: Services, message: MessageCreate, attempt:
     if target is None or not message.content.strip():
         return
     target_id, said = target
-    prompt = f"Bot said:\n{said}\n\n{message.author_name} replied:\n{message.content}"
+    bot = Author(services.bot_user_id, services.bot_name, is_bot=True)
+    member = Author(message.author.id, message.author_name)
+    prompt = correction_prompt(bot, said, member, message.content)
     if await services.decider.boolean(Question.IS_CORRECTION, prompt) is not True:
         return
     async with writing(services, attempt, message.author.id) as (session, _):
@@ -297,11 +310,7 @@ async def load_context(
     if services.settings.recall_relevant:
         query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
     older = await older_conversation(services, message.channel_id, recent, query)
-    conversation = [
-        ChatLine(m.author_name, m.is_bot, m.content, m.attachments, said_at=m.created_at)
-        for m in older
-    ]
-    conversation += [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
+    conversation = [_line(m, said_at=m.created_at) for m in older] + [_line(m) for m in recent]
     persona = load_persona(
         services.settings.persona_path, style.content if style else None, rules.persona
     )
@@ -335,17 +344,22 @@ async def older_conversation(
         )
 
 
+def _line(m: channel_log.LoggedMessage, said_at: datetime | None = None) -> ChatLine:
+    return ChatLine(m.author_id, m.author_name, m.is_bot, m.content, m.attachments, said_at)
+
+
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
-    """Text only: the decision model never sees an attachment, only its name."""
-    lines = "\n".join(task_lines(context.conversation, limit=8))
-    said = ChatLine(message.author_name, False, message.content, _names(message)).shown
-    return (
-        f"Recent conversation:\n{lines}\n\nMessage to answer, from {message.author_name}:\n{said}"
-    )
+    return decision_prompt(context.conversation, _said(message))
 
 
-def _names(message: MessageCreate) -> tuple[str, ...]:
-    return tuple(_ref(a).label for a in message.attachments)
+def _said(message: MessageCreate) -> ChatLine:
+    names = tuple(_ref(a).label for a in message.attachments)
+    return ChatLine(message.author.id, message.author_name, False, message.content, names)
+
+
+def _labels(message: MessageCreate, context: Context, carried: Carried) -> Labels:
+    """The labels of one prompt: everyone its conversation and reply chain show."""
+    return conversation_labels(context.conversation, carried.answering, _said(message).author)
 
 
 # 8. React -------------------------------------------------------------------------------
@@ -572,14 +586,15 @@ async def run_task(
     if not await _grant_task(services, message, attempt):
         return TASK_LIMITED
     carried = await writer.begin()
+    labels = _labels(message, context, carried)
     request = TaskRequest(
         channel_id=message.channel_id,
-        requester_name=message.author_name,
+        requester_name=labels[message.author.id],
         request=message.content,
-        recent_lines=task_lines(context.conversation, limit=10),
+        recent_lines=task_lines(context.conversation, labels, limit=10),
         persona=context.persona,
         requester_is_staff=is_staff(message, services.settings),
-        answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
+        answering=tuple(chain_lines(carried.answering, labels)),
         attachments=tuple(carried.attachments),
         author_ids=frozenset({message.author.id, *context.participant_ids}),
         since=attempt.since,
@@ -618,13 +633,15 @@ async def write_reply(
     """The text path: assemble in the seed's order, generate. Images and files reach the
     chat model here, as content blocks of the message's own turn."""
     carried = carried or Carried([], [])
+    labels = _labels(message, context, carried)
     prompt = assemble_prompt(
         channel_summary=memory.channel_summary,
         memory_block=memory.memory_block,
         conversation=context.conversation,
         persona=context.persona,
         answering=carried.answering,
-        attached=content_blocks(message.author_name, carried.attachments),
+        attached=content_blocks(labels[message.author.id], carried.attachments),
+        labels=labels,
     )
     return await services.chat.write(
         Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024
