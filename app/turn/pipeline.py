@@ -88,7 +88,6 @@ class Context:
     conversation: list[ChatLine]
     persona: str
     participant_ids: list[int]  # human authors in the history tail, newest first
-    names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
     rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
     query: Query | None = None  # what relevance recall ranks by (MEMORY_RECALL=relevant)
@@ -319,7 +318,6 @@ async def load_context(
         conversation=conversation,
         persona=persona,
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
-        names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
         rules=rules,
         query=query,
@@ -413,6 +411,9 @@ async def recall(
     if Step.REPLY_TEXT in context.done:
         return None
     speaker = message.author.id
+    # The memory block names people as the conversation's lines label them.
+    labels = conversation_labels(context.conversation, (), _said(message).author)
+    names = {person: labels[person] for person in (speaker, *context.participant_ids)}
     async with writing(services, attempt, speaker, context.participant_ids) as (session, gone):
         return await prompt_memory(
             session,
@@ -421,7 +422,7 @@ async def recall(
             parent_channel_id=context.rules.parent_id,
             place=Place(message.guild_id),
             speaker_id=speaker,
-            names={**context.names, speaker: message.author_name},
+            names=names,
             participant_ids=[p for p in context.participant_ids if p not in gone],
             event_id=attempt.event_id,
             query=context.query,

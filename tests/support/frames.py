@@ -28,9 +28,11 @@ def message_create(
     timestamp: datetime | None = None,
     reply_to_id: int | None = None,
     attachments: list[dict[str, Any]] | None = None,
+    nick: str | None = None,
 ) -> dict[str, Any]:
     """``reply_to``: the quoted message (Discord's ``referenced_message``); ``reply_to_id``:
-    a reply whose quote Discord left out (it does, for older or uncached messages)."""
+    a reply whose quote Discord left out (it does, for older or uncached messages);
+    ``nick``: the author's nickname in the guild (their display name there)."""
     mid = message_id if message_id is not None else next_id()
     d: dict[str, Any] = {
         "id": str(mid),
@@ -58,7 +60,7 @@ def message_create(
     }
     if guild_id is not None:
         d["guild_id"] = str(guild_id)
-        d["member"] = {"nick": None, "roles": [str(r) for r in roles or []]}
+        d["member"] = {"nick": nick, "roles": [str(r) for r in roles or []]}
     if reply_to is not None:
         d["message_reference"] = {
             "message_id": reply_to["id"],
