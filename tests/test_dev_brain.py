@@ -10,7 +10,7 @@ import pytest
 from app.channel.exchange import Exchange, Line
 from app.dev import brain
 from app.dev.models import RULES
-from app.discord.attachments import AttachmentRef, Image, TextFile, content_blocks
+from app.discord.attachments import AttachmentRef, Fetched, Image, TextFile, content_blocks
 from app.kit.attribution import Author
 from app.memory import prompts
 from app.turn.prompt import ChatLine, assemble_prompt, correction_prompt, decision_prompt
@@ -228,7 +228,10 @@ def test_a_japanese_speaker_is_answered_in_japanese_with_what_is_remembered() ->
 def test_the_reply_says_what_it_saw_of_an_image_and_a_text_file() -> None:
     cat = AttachmentRef("cat.png", "image/png", 1000, "https://cdn.discordapp.com/cat.png")
     notes = AttachmentRef("notes.txt", "text/plain", 11, "https://cdn.discordapp.com/notes.txt")
-    seen = [Image(cat, "image/png", b"\x89PNG...."), TextFile(notes, "milk\neggs\n", False)]
+    seen: list[Fetched] = [
+        Image(cat, "image/png", b"\x89PNG...."),
+        TextFile(notes, "milk\neggs\n", False),
+    ]
     named = ("cat.png (image/png, 1000 B)", "notes.txt (text/plain, 11 B)")
     prompt = assemble_prompt(
         channel_summary=None,
