@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from app.discord.attachments import Fetched, content_blocks
+from app.kit.attribution import FORMAT, one_line
 
 TASK_RULES = (
     "You are handling a task a member asked for in a Discord channel. Use the tools when they "
@@ -19,13 +20,16 @@ TASK_RULES = (
 @dataclass(frozen=True)
 class TaskRequest:
     channel_id: int
-    requester_name: str  # the member who asked (display name)
+    requester_name: str  # the member who asked: their label in the lines below
     request: str  # their message text
-    recent_lines: list[str]  # the channel's last ten lines, oldest first, "Name: text"
+    # The channel's last ten messages, oldest first, each one attributed line
+    # (app.kit.attribution), labelled like ``requester_name``.
+    recent_lines: list[str]
     persona: str  # full persona system text, added as system prompt every turn
     # Staff may use run_command on the unsandboxed local backend; nobody else may.
     requester_is_staff: bool = False
-    # The message being answered when the request is a reply ("Name: text"), oldest first.
+    # The message being answered when the request is a reply, after the earlier ones of its
+    # chain, oldest first: attributed lines like ``recent_lines``.
     answering: tuple[str, ...] = ()
     # What the request carries: the same images and files the written reply would see.
     attachments: tuple[Fetched, ...] = ()
@@ -41,9 +45,9 @@ def system_blocks(persona: str) -> list[dict[str, Any]]:
 
 
 def task_message(request: TaskRequest, *, with_content: bool = True) -> str | list[dict[str, Any]]:
-    """The last ten lines of the channel and a sentence naming the request and who asked,
-    then what the request carries. ``with_content=False``: attachments by name only (what
-    the stored session keeps)."""
+    """How the lines read, the last ten lines of the channel and the request as its own
+    attributed line, then what the request carries. ``with_content=False``: attachments by
+    name only (what the stored session keeps)."""
     lines = "\n".join(request.recent_lines[-10:]) or "(no earlier messages)"
     answering = (
         "It replies to this message (after the earlier ones of its chain):\n"
@@ -52,9 +56,10 @@ def task_message(request: TaskRequest, *, with_content: bool = True) -> str | li
         if request.answering
         else ""
     )
+    asked = one_line({"from": request.requester_name, "text": request.request})
     text = (
-        f"Recent messages in this channel, oldest first:\n{lines}\n\n{answering}"
-        f"{request.requester_name} asked you to do this: {request.request}"
+        f"{FORMAT}\n\nRecent messages in this channel, oldest first:\n{lines}\n\n{answering}"
+        f"The member asked you to do this:\n{asked}"
     )
     if not request.attachments:
         return text

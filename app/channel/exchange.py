@@ -39,14 +39,6 @@ class Line:
     # so no memory is ever made from what a person attached but did not say.
     attachments: tuple[str, ...] = ()
 
-    @property
-    def shown(self) -> str:
-        """The text with its attachments named after it."""
-        if not self.attachments:
-            return self.content
-        named = "; ".join(self.attachments)
-        return f"{self.content} [attached: {named}]" if self.content else f"[attached: {named}]"
-
 
 @dataclass(frozen=True, slots=True)
 class Exchange:
@@ -72,9 +64,6 @@ class Exchange:
             and line.message_id is not None
             and line.channel_id is not None
         ]
-
-    def render(self) -> str:
-        return "\n".join(f"{line.author_name}: {line.shown}" for line in self.lines)
 
     @property
     def usable(self) -> bool:

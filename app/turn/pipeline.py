@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +36,7 @@ from app.discord.attachments import AttachmentRef, Fetched, Named, Skip, content
 from app.discord.errors import DiscordError, DiscordUnavailable
 from app.discord.split import split_message
 from app.frames.events import Attachment, MessageCreate
+from app.kit.attribution import Author, Labels
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.memory.jobs import enqueue_remember
@@ -50,7 +52,16 @@ from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
-from app.turn.prompt import ChatLine, Quoted, assemble_prompt, task_lines
+from app.turn.prompt import (
+    ChatLine,
+    Quoted,
+    assemble_prompt,
+    chain_lines,
+    conversation_labels,
+    correction_prompt,
+    decision_prompt,
+    task_lines,
+)
 from app.turn.store import PostedReply, Step
 from app.turn.typing import Typing
 
@@ -79,7 +90,6 @@ class Context:
     conversation: list[ChatLine]
     persona: str
     participant_ids: list[int]  # human authors in the history tail, newest first
-    names: dict[int, str]
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
     rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
     query: Query | None = None  # what relevance recall ranks by (MEMORY_RECALL=relevant)
@@ -191,7 +201,9 @@ async def detect_correction(services: Services, message: MessageCreate, attempt:
     if target is None or not message.content.strip():
         return
     target_id, said = target
-    prompt = f"Bot said:\n{said}\n\n{message.author_name} replied:\n{message.content}"
+    bot = Author(services.bot_user_id, services.bot_name, is_bot=True)
+    member = Author(message.author.id, message.author_name)
+    prompt = correction_prompt(bot, said, member, message.content)
     if await services.decider.boolean(Question.IS_CORRECTION, prompt) is not True:
         return
     async with writing(services, attempt, message.author.id) as (session, _):
@@ -299,11 +311,7 @@ async def load_context(
     if services.settings.recall_relevant:
         query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
     older = await older_conversation(services, message.channel_id, recent, query)
-    conversation = [
-        ChatLine(m.author_name, m.is_bot, m.content, m.attachments, said_at=m.created_at)
-        for m in older
-    ]
-    conversation += [ChatLine(m.author_name, m.is_bot, m.content, m.attachments) for m in recent]
+    conversation = [_line(m, said_at=m.created_at) for m in older] + [_line(m) for m in recent]
     persona = load_persona(
         services.settings.persona_path, style.content if style else None, rules.persona
     )
@@ -312,7 +320,6 @@ async def load_context(
         conversation=conversation,
         persona=persona,
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
-        names={m.author_id: m.author_name for m in reversed(humans)},
         done=done,
         rules=rules,
         query=query,
@@ -337,17 +344,22 @@ async def older_conversation(
         )
 
 
+def _line(m: channel_log.LoggedMessage, said_at: datetime | None = None) -> ChatLine:
+    return ChatLine(m.author_id, m.author_name, m.is_bot, m.content, m.attachments, said_at)
+
+
 def _decision_prompt(message: MessageCreate, context: Context) -> str:
-    """Text only: the decision model never sees an attachment, only its name."""
-    lines = "\n".join(task_lines(context.conversation, limit=8))
-    said = ChatLine(message.author_name, False, message.content, _names(message)).shown
-    return (
-        f"Recent conversation:\n{lines}\n\nMessage to answer, from {message.author_name}:\n{said}"
-    )
+    return decision_prompt(context.conversation, _said(message))
 
 
-def _names(message: MessageCreate) -> tuple[str, ...]:
-    return tuple(_ref(a).label for a in message.attachments)
+def _said(message: MessageCreate) -> ChatLine:
+    names = tuple(_ref(a).label for a in message.attachments)
+    return ChatLine(message.author.id, message.author_name, False, message.content, names)
+
+
+def _labels(message: MessageCreate, context: Context, carried: Carried) -> Labels:
+    """The labels of one prompt: everyone its conversation and reply chain show."""
+    return conversation_labels(context.conversation, carried.answering, _said(message).author)
 
 
 # 8. React -------------------------------------------------------------------------------
@@ -401,6 +413,9 @@ async def recall(
     if Step.REPLY_TEXT in context.done:
         return None
     speaker = message.author.id
+    # The memory block names people as the conversation's lines label them.
+    labels = conversation_labels(context.conversation, (), _said(message).author)
+    names = {person: labels[person] for person in (speaker, *context.participant_ids)}
     async with writing(services, attempt, speaker, context.participant_ids) as (session, gone):
         return await prompt_memory(
             session,
@@ -409,7 +424,7 @@ async def recall(
             parent_channel_id=context.rules.parent_id,
             place=Place(message.guild_id),
             speaker_id=speaker,
-            names={**context.names, speaker: message.author_name},
+            names=names,
             participant_ids=[p for p in context.participant_ids if p not in gone],
             event_id=attempt.event_id,
             query=context.query,
@@ -574,14 +589,15 @@ async def run_task(
     if not await _grant_task(services, message, attempt):
         return TASK_LIMITED
     carried = await writer.begin()
+    labels = _labels(message, context, carried)
     request = TaskRequest(
         channel_id=message.channel_id,
-        requester_name=message.author_name,
+        requester_name=labels[message.author.id],
         request=message.content,
-        recent_lines=task_lines(context.conversation, limit=10),
+        recent_lines=task_lines(context.conversation, labels, limit=10),
         persona=context.persona,
         requester_is_staff=Authority.of(message, services.settings).is_staff,
-        answering=tuple(f"{q.author_name}: {q.content}" for q in carried.answering),
+        answering=tuple(chain_lines(carried.answering, labels)),
         attachments=tuple(carried.attachments),
         author_ids=frozenset({message.author.id, *context.participant_ids}),
         since=attempt.since,
@@ -620,13 +636,15 @@ async def write_reply(
     """The text path: assemble in the seed's order, generate. Images and files reach the
     chat model here, as content blocks of the message's own turn."""
     carried = carried or Carried([], [])
+    labels = _labels(message, context, carried)
     prompt = assemble_prompt(
         channel_summary=memory.channel_summary,
         memory_block=memory.memory_block,
         conversation=context.conversation,
         persona=context.persona,
         answering=carried.answering,
-        attached=content_blocks(message.author_name, carried.attachments),
+        attached=content_blocks(labels[message.author.id], carried.attachments),
+        labels=labels,
     )
     return await services.chat.write(
         Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024

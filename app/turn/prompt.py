@@ -1,33 +1,43 @@
 """Prompt assembly for the written reply, in seed 002's fixed order (pure).
 
 1. the channel summary, 2. the speaker's memories, 3. the conversation oldest to newest
-(human lines prefixed with their display name, bot lines as assistant turns), 4. the persona,
-last. The Messages API takes system text apart from the turns, so 1, 2 and 4 become the
-system blocks in that order (the persona is the last one) and 3 becomes the messages. When
-the message replies to another, the message being answered (and its own reply chain) is a
-system block just before the persona; what the message carries (images, a file's text) joins
-its turn as content blocks.
+(each human message one attributed line of app.kit.attribution, bot lines as assistant
+turns), 4. the persona, last. The Messages API takes system text apart from the turns, so 1,
+2 and 4 become the system blocks in that order (the persona is the last one) and 3 becomes
+the messages, with a note just before them on how the lines read. When the message replies
+to another, the message being answered (and its own reply chain) is a system block just
+before the persona; what the message carries (images, a file's text) joins its turn as
+content blocks.
 
 Older messages recalled for relevance (MEMORY_RECALL=relevant) open the conversation, each
-line marked with its date, and a system note before the persona says what those are."""
+marked with its date, and the note says what those are. The decision questions and the task
+path see the same lines, labelled the same way."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from app.kit.attribution import FORMAT, Author, Labels
+
+REPLY_NOTE = (
+    "The user turns of the conversation hold the members' messages and the assistant turns "
+    f"your own earlier ones; other blocks quote messages the same way. {FORMAT} Answer as "
+    "yourself, in plain text."
+)
 EARLIER_NOTE = (
     "The conversation opens with a few older messages of this channel, brought back because "
-    "they bear on the newest message; each of those lines starts with its date [YYYY-MM-DD] "
-    "(UTC). The undated lines that follow are the recent conversation."
+    'they bear on the newest message; each of those carries its "date" (YYYY-MM-DD, UTC), '
+    "and your own among them start with [YYYY-MM-DD]. The undated messages that follow are "
+    "the recent conversation."
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ChatLine:
+    author_id: int
     author_name: str
     is_bot: bool
     content: str
@@ -35,15 +45,22 @@ class ChatLine:
     said_at: datetime | None = None  # set on an older message recalled for relevance
 
     @property
-    def shown(self) -> str:
-        if not self.attachments:
-            return self.content
-        named = f"[attached: {'; '.join(self.attachments)}]"
-        return f"{self.content} {named}" if self.content.strip() else named
+    def empty(self) -> bool:
+        return not self.content.strip() and not self.attachments
 
-    def text(self) -> str:
-        """The line as its turn carries it: a human's with their name, dated when older."""
-        said = self.shown if self.is_bot else f"{self.author_name}: {self.shown}"
+    @property
+    def author(self) -> Author:
+        return Author(self.author_id, self.author_name, self.is_bot)
+
+    def line(self, labels: Labels) -> str:
+        """The message as one attributed line, dated when older."""
+        dated = {"date": f"{self.said_at.astimezone(UTC):%Y-%m-%d}"} if self.said_at else {}
+        return labels.line(self.author_id, self.content, **dated, **_attached(self.attachments))
+
+    def own_text(self) -> str:
+        """The bot's own line as its assistant turn carries it: the text, dated when older."""
+        named = f"[attached: {'; '.join(self.attachments)}]" if self.attachments else ""
+        said = " ".join(part for part in (self.content.strip() and self.content, named) if part)
         if self.said_at is None:
             return said
         return f"[{self.said_at.astimezone(UTC):%Y-%m-%d}] {said}"
@@ -53,6 +70,7 @@ class ChatLine:
 class Quoted:
     """A message of the reply chain; ``yours``: the bot itself wrote it."""
 
+    author_id: int
     author_name: str
     yours: bool
     content: str
@@ -65,6 +83,19 @@ class Prompt:
     messages: list[dict[str, Any]]
 
 
+def _attached(names: tuple[str, ...]) -> dict[str, list[str]]:
+    return {"attached": list(names)} if names else {}
+
+
+def conversation_labels(
+    conversation: Sequence[ChatLine], answering: Sequence[Quoted] = (), *also: Author
+) -> Labels:
+    """The labels of everyone one prompt shows: the reply chain, the conversation, and
+    ``also`` (the newest names win)."""
+    chain = (Author(q.author_id, q.author_name, q.yours) for q in answering)
+    return Labels([*chain, *(line.author for line in conversation), *also])
+
+
 def assemble_prompt(
     *,
     channel_summary: str | None,
@@ -73,32 +104,34 @@ def assemble_prompt(
     persona: str,
     answering: Sequence[Quoted] = (),
     attached: Sequence[dict[str, Any]] = (),
+    labels: Labels | None = None,
 ) -> Prompt:
     """``answering``: the reply chain, oldest first, ending with the message being answered;
-    ``attached``: content blocks of what the newest message carries."""
+    ``attached``: content blocks of what the newest message carries; ``labels``: the
+    authors' labels (by default, those of the conversation and the chain)."""
+    labels = labels or conversation_labels(conversation, answering)
     earlier = EARLIER_NOTE if any(line.said_at for line in conversation) else None
-    blocks = (channel_summary, memory_block, earlier, render_answering(answering))
+    note = f"{REPLY_NOTE}\n\n{earlier}" if earlier else REPLY_NOTE
+    blocks = (channel_summary, memory_block, note, render_answering(answering, labels))
     system = [block for block in blocks if block]
     system.append(persona)
-    return Prompt(system=system, messages=with_attached(conversation_turns(conversation), attached))
+    turns = conversation_turns(conversation, labels)
+    return Prompt(system=system, messages=with_attached(turns, attached))
 
 
-def render_answering(chain: Sequence[Quoted]) -> str | None:
-    """The reply chain as one block, each message on one attributed line (its text quoted,
-    so no newline or name inside it can pass for another line)."""
+def render_answering(chain: Sequence[Quoted], labels: Labels) -> str | None:
+    """The reply chain as one block, each message one attributed line."""
     if not chain:
         return None
-    lines = []
-    for index, quoted in enumerate(chain):
-        who = f"you ({quoted.author_name})" if quoted.yours else quoted.author_name
-        text = json.dumps(quoted.content, ensure_ascii=False)
-        named = f" [attached: {'; '.join(quoted.attachments)}]" if quoted.attachments else ""
-        mark = "the message being answered" if index == len(chain) - 1 else "earlier in the chain"
-        lines.append(f"- ({mark}) {who}: {text}{named}")
     return (
-        "The newest message is a reply. The message it answers, after the earlier messages "
-        "it in turn replied to (oldest first):\n" + "\n".join(lines)
+        "The newest message is a reply. The message it answers (the last line), after the "
+        "earlier messages it in turn replied to (oldest first):\n"
+        + "\n".join(chain_lines(chain, labels))
     )
+
+
+def chain_lines(chain: Sequence[Quoted], labels: Labels) -> list[str]:
+    return [labels.line(q.author_id, q.content, **_attached(q.attachments)) for q in chain]
 
 
 def with_attached(
@@ -117,15 +150,15 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def conversation_turns(conversation: Sequence[ChatLine]) -> list[dict[str, Any]]:
+def conversation_turns(conversation: Sequence[ChatLine], labels: Labels) -> list[dict[str, Any]]:
     """Alternate user/assistant turns: consecutive lines of one side merge into one turn,
     and the conversation starts with a user turn as the Messages API requires."""
     turns: list[tuple[Literal["user", "assistant"], list[str]]] = []
     for line in conversation:
-        if not line.shown.strip():
+        if line.empty:
             continue
         role: Literal["user", "assistant"] = "assistant" if line.is_bot else "user"
-        text = line.text()
+        text = line.own_text() if line.is_bot else line.line(labels)
         if turns and turns[-1][0] == role:
             turns[-1][1].append(text)
         else:
@@ -135,6 +168,25 @@ def conversation_turns(conversation: Sequence[ChatLine]) -> list[dict[str, Any]]
     return [{"role": role, "content": "\n".join(texts)} for role, texts in turns]
 
 
-def task_lines(conversation: Sequence[ChatLine], *, limit: int = 10) -> list[str]:
-    """The task path's view of the channel: its last ten lines as plain text."""
-    return [f"{line.author_name}: {line.shown}" for line in conversation[-limit:]]
+def task_lines(conversation: Sequence[ChatLine], labels: Labels, *, limit: int = 10) -> list[str]:
+    """The task path's and the decisions' view of the channel: its last ``limit`` messages,
+    each one attributed line (the bot's too)."""
+    return [line.line(labels) for line in conversation[-limit:] if not line.empty]
+
+
+def decision_prompt(conversation: Sequence[ChatLine], said: ChatLine) -> str:
+    """What the reaction and task questions read: the last eight messages and the one to
+    answer. Text only: the decision model never sees an attachment, only its name."""
+    recent = conversation[-8:]
+    labels = conversation_labels(recent, (), said.author)
+    lines = "\n".join(task_lines(recent, labels, limit=8))
+    return f"{FORMAT}\n\nRecent conversation:\n{lines}\n\nMessage to answer:\n{said.line(labels)}"
+
+
+def correction_prompt(bot: Author, said: str, member: Author, replied: str) -> str:
+    """The correction question: the bot's message and the member's reply to it."""
+    labels = Labels([bot, member])
+    return (
+        f"{FORMAT}\n\nThe bot's message, then the member's reply to it:\n"
+        f"{labels.line(bot.id, said)}\n{labels.line(member.id, replied)}"
+    )

@@ -26,6 +26,7 @@ from app.agent.sandbox.docker import Limits, container_spec
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
 from app.config import SandboxBackend, Settings, SettingsError
 from app.db import SessionFactory
+from app.kit.attribution import one_line
 from app.kit.clock import utcnow
 from tests.support.servers import serve
 
@@ -94,10 +95,15 @@ def task(
         channel_id=channel_id,
         requester_name="Ana",
         request=request,
-        recent_lines=[f"Bo: line {i}" for i in range(12)],
+        recent_lines=[one_line({"from": "Bo", "text": f"line {i}"}) for i in range(12)],
         persona=PERSONA,
         requester_is_staff=staff,
     )
+
+
+def asked(request: str) -> str:
+    """How the task message ends: the request as Ana's own attributed line."""
+    return "The member asked you to do this:\n" + one_line({"from": "Ana", "text": request})
 
 
 def tool_names(body: dict[str, Any]) -> set[str]:
@@ -152,8 +158,8 @@ async def test_every_call_carries_the_persona_and_the_seed_task_message(rig: Rig
     first = rig.model.requests[0]["messages"]
     assert len(first) == 1
     text = first[0]["content"]
-    assert "Bo: line 2\n" in text and "Bo: line 11" in text and "Bo: line 1\n" not in text
-    assert text.endswith("Ana asked you to do this: find the Python 3.13 release date")
+    assert '"line 2"}\n' in text and '"line 11"}' in text and '"line 1"}' not in text
+    assert text.endswith(asked("find the Python 3.13 release date"))
 
 
 async def test_read_page_then_answer(rig: Rig) -> None:
@@ -283,11 +289,11 @@ async def test_follow_up_in_the_same_channel_continues_the_session(rig: Rig) -> 
 
     messages = rig.model.requests[2]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
-    assert messages[0]["content"].endswith("Ana asked you to do this: first task")
+    assert messages[0]["content"].endswith(asked("first task"))
     assert messages[1]["content"][0]["type"] == "tool_use"
     assert messages[2]["content"][0]["content"] == "result text"
     assert messages[3]["content"] == [{"type": "text", "text": "first answer"}]
-    assert messages[4]["content"].endswith("Ana asked you to do this: follow up")
+    assert messages[4]["content"].endswith(asked("follow up"))
 
 
 async def test_another_channel_starts_a_fresh_session(rig: Rig) -> None:
@@ -300,7 +306,7 @@ async def test_another_channel_starts_a_fresh_session(rig: Rig) -> None:
 
     messages = rig.model.requests[1]["messages"]
     assert len(messages) == 1
-    assert messages[0]["content"].endswith("Ana asked you to do this: unrelated")
+    assert messages[0]["content"].endswith(asked("unrelated"))
 
 
 async def test_a_failed_run_leaves_the_session_unchanged(rig: Rig) -> None:

@@ -1,5 +1,6 @@
 """Run `python -m app dev` as a person would: a subprocess with its own data folder, no
-DATABASE_URL / REDIS_URL (so the embedded servers start), stopped with Ctrl-C (SIGINT)."""
+DATABASE_URL / REDIS_URL (so the embedded servers start), stopped with Ctrl-C (SIGINT). The
+playground's link, with its one-time token, is read from what the stack prints."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from app.dev.playground import SESSION_COOKIE, TOKEN_HEADER
+
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 40.0
@@ -32,13 +35,33 @@ class DevStack:
     lines: list[str] = field(default_factory=list)
     ready: threading.Event = field(default_factory=threading.Event)
     url: str = ""
+    link: str = ""  # the playground link the console printed, with its one-time token
+    session: str = ""  # the page's session cookie, once someone opened the link
     ready_after_s: float = 0.0
     reader: threading.Thread | None = None
 
     @property
+    def cookies(self) -> dict[str, str]:
+        """The session cookie, as a browser that opened the link sends it."""
+        assert self.session, "nobody opened the playground link yet (sign_in)"
+        return {"cookie": f"{SESSION_COOKIE}={self.session}"}
+
+    def sign_in(self) -> None:
+        """Do what the page does with the printed link: spend its token on the config
+        request and keep the session cookie it sets."""
+        token = self.link.split("?t=", 1)[1]
+        answer = httpx.get(
+            f"{self.url}/playground/config.json", headers={TOKEN_HEADER: token}, timeout=5
+        )
+        assert answer.status_code == 200, answer.text
+        self.session = answer.cookies[SESSION_COOKIE]
+
+    @property
     def config(self) -> dict[str, Any]:
-        answer: dict[str, Any] = httpx.get(f"{self.url}/playground/config.json", timeout=5).json()
-        return answer
+        answer = httpx.get(f"{self.url}/playground/config.json", headers=self.cookies, timeout=5)
+        assert answer.status_code == 200, answer.text
+        config: dict[str, Any] = answer.json()
+        return config
 
     @property
     def output(self) -> str:
@@ -48,8 +71,8 @@ class DevStack:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line)
-            if match := re.search(r"playground (http://\S+)/playground", line):
-                self.url = match.group(1)
+            if match := re.search(r"playground (http://\S+)/playground\?t=\S+", line):
+                self.url, self.link = match.group(1), match.group(0).split(" ", 1)[1]
             if line.startswith("ready in "):
                 self.ready.set()
         self.ready.set()  # the process ended: stop waiting
@@ -97,7 +120,7 @@ def running_dev_stack(data_dir: Path) -> Iterator[DevStack]:
     stack.reader = threading.Thread(target=stack._read, daemon=True)
     stack.reader.start()
     try:
-        if not stack.ready.wait(START_TIMEOUT_S) or process.poll() is not None or not stack.url:
+        if not stack.ready.wait(START_TIMEOUT_S) or process.poll() is not None or not stack.link:
             raise AssertionError(f"dev stack did not get ready:\n{stack.output}")
         stack.ready_after_s = time.monotonic() - began
         yield stack
@@ -111,6 +134,7 @@ class Playground:
     def __init__(self, stack: DevStack) -> None:
         self.url = stack.url
         self.config = stack.config
+        self.cookies = stack.cookies
         self.session = f"test-{time.monotonic_ns()}"
         self.seq = 0
         self.events: list[dict[str, Any]] = []
@@ -129,7 +153,8 @@ class Playground:
         return channel
 
     def _follow(self) -> None:
-        with httpx.stream("GET", f"{self.url}/playground/events", timeout=None) as response:
+        events = f"{self.url}/playground/events"
+        with httpx.stream("GET", events, headers=self.cookies, timeout=None) as response:
             for line in response.iter_lines():
                 if self._stop.is_set():
                     return

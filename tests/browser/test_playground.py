@@ -1,5 +1,6 @@
 """The playground in a real browser: Debian's Chromium, driven by Playwright, against
-`python -m app dev` started as a subprocess on a fresh data folder (embedded servers).
+`python -m app dev` started as a subprocess on a fresh data folder (embedded servers). The
+browser opens the link the stack printed, as a person would; its token works once.
 
 Set PLAYGROUND_SCREENSHOT=docs/playground.png to refresh the README's screenshot."""
 
@@ -57,14 +58,50 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.fixture
-def page(stack: DevStack, browser: Any) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def signed_in(stack: DevStack, browser: Any) -> Iterator[Any]:
+    """One browser profile that opened the printed link: its session cookie serves every
+    tab after it (the harness keeps a copy for its own admin calls)."""
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     context.set_default_timeout(WAIT_MS)
-    tab = context.new_page()
+    first = context.new_page()
+    first.goto(stack.link)
+    expect(first.locator("#live")).to_contain_text("connected")
+    assert first.url == f"{stack.url}/playground"  # the spent token left the address bar
+    [cookie] = context.cookies()
+    assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == (
+        "playground_session",
+        True,
+        "Strict",
+    )
+    stack.session = cookie["value"]
+    first.close()
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(stack: DevStack, signed_in: Any) -> Iterator[Any]:
+    tab = signed_in.new_page()
     tab.goto(f"{stack.url}/playground")
     expect(tab.locator("#live")).to_contain_text("connected")
     yield tab
+    tab.close()
+
+
+def test_a_browser_without_the_link_gets_no_secrets(
+    stack: DevStack, signed_in: Any, browser: Any
+) -> None:
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    stranger = context.new_page()
+    answers: list[Any] = []
+    stranger.on("response", lambda r: answers.append(r) if "config.json" in r.url else None)
+    stranger.goto(stack.link)  # the link again, once it was spent
+    expect(stranger.locator("#live")).to_contain_text("printed on its console")
+    assert [answer.status for answer in answers] == [403]
+    assert stack.config["gatewayToken"] not in answers[0].text()
+    assert context.cookies() == []
     context.close()
 
 

@@ -12,7 +12,16 @@ import pytest
 
 from app.config import Settings
 from app.dev.credentials import SecretsUnreadable, load_or_create
-from app.dev.playground import accepted_frame
+from app.dev.playground import (
+    SESSION_COOKIE,
+    TOKEN_HEADER,
+    Access,
+    Feed,
+    PageConfig,
+    World,
+    accepted_frame,
+    playground_app,
+)
 from app.main import create_app
 
 
@@ -65,3 +74,40 @@ async def test_the_production_app_serves_no_playground_and_no_fake_discord() -> 
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         for path in ("/playground", "/playground/config.json", "/_discord/api/v10/users/@me"):
             assert (await client.get(path)).status_code == 404, path
+
+
+def page_app(access: Access) -> httpx.AsyncClient:
+    config = PageConfig(
+        World(), gateway_token="g" * 64, admin_secret="a" * 64, models="demo", models_note=""
+    )
+    app = playground_app(config, Feed(), access)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+async def test_the_page_config_goes_once_to_the_printed_token_then_to_its_cookie() -> None:
+    access = Access()
+    async with page_app(access) as client:
+        nothing = await client.get("/playground/config.json")
+        wrong = await client.get("/playground/config.json", headers={TOKEN_HEADER: "guess"})
+        first = await client.get("/playground/config.json", headers={TOKEN_HEADER: access.token})
+        client.cookies.clear()
+        again = await client.get("/playground/config.json", headers={TOKEN_HEADER: access.token})
+        session = {"cookie": f"{SESSION_COOKIE}={first.cookies[SESSION_COOKIE]}"}
+        later = await client.get("/playground/config.json", headers=session)
+
+    assert [nothing.status_code, wrong.status_code, again.status_code] == [403, 403, 403]
+    assert all("a" * 64 not in r.text and "g" * 64 not in r.text for r in (nothing, wrong, again))
+    assert first.status_code == 200 and first.json()["adminSecret"] == "a" * 64
+    cookie = first.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/playground" in cookie
+    assert later.status_code == 200 and later.json()["gatewayToken"] == "g" * 64
+
+
+async def test_the_feed_and_uploads_need_the_session_too() -> None:
+    async with page_app(Access()) as client:
+        feed = await client.get("/playground/events")
+        upload = await client.post("/playground/attachments", content=b"hello")
+        page = await client.get("/playground")
+
+    assert (feed.status_code, upload.status_code) == (403, 403)
+    assert page.status_code == 200  # the page itself holds no secret; it says how to sign in

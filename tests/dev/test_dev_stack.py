@@ -24,6 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     with running_dev_stack(tmp_path_factory.mktemp("dev") / "data") as running:
+        running.sign_in()  # as the browser that opens the printed link
         yield running
 
 
@@ -124,10 +125,45 @@ def test_the_webhook_still_refuses_a_wrong_gateway_token(stack: DevStack) -> Non
 
 def test_the_playground_answers_only_to_local_host_names(stack: DevStack) -> None:
     foreign = httpx.get(
-        f"{stack.url}/playground/config.json", headers={"host": "rebound.example"}, timeout=5
+        f"{stack.url}/playground/config.json",
+        headers={"host": "rebound.example", **stack.cookies},
+        timeout=5,
     )
     assert foreign.status_code == 403
     assert "gatewayToken" not in foreign.text
+
+
+def test_the_config_is_only_for_the_browser_that_opened_the_printed_link(
+    stack: DevStack,
+) -> None:
+    stored = json.loads((stack.data_dir / "secrets.json").read_text())
+    token = stack.link.split("?t=", 1)[1]
+    config = f"{stack.url}/playground/config.json"
+    refused = [
+        httpx.get(config, timeout=5),  # any local process, without the link
+        httpx.get(config, headers={"x-playground-token": token}, timeout=5),  # spent already
+        httpx.get(config, headers={"x-playground-token": "guessed"}, timeout=5),
+        httpx.get(config, headers={"cookie": "playground_session=guessed"}, timeout=5),
+        httpx.get(f"{stack.url}/playground/events", timeout=5),
+        httpx.post(f"{stack.url}/playground/attachments", content=b"x", timeout=5),
+    ]
+    assert [answer.status_code for answer in refused] == [403] * len(refused)
+    for answer in refused:
+        assert stored["admin_secret"] not in answer.text
+        assert stored["gateway_token"] not in answer.text
+        assert "set-cookie" not in answer.headers
+    assert "printed on its console" in refused[0].json()["detail"]
+    assert stack.config["adminSecret"] == stored["admin_secret"]  # the signed-in browser's
+
+
+def test_the_data_folder_and_the_log_are_owner_only(stack: DevStack) -> None:
+    log = stack.data_dir / "dev.log"
+    assert log.stat().st_size > 0
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    # As root, Postgres runs as its own system user, which must pass through to its folder.
+    folder = 0o711 if os.geteuid() == 0 else 0o700
+    assert stat.S_IMODE(stack.data_dir.stat().st_mode) == folder
+    assert stack.link.split("?t=", 1)[1] not in log.read_text()
 
 
 def test_a_nightly_run_learns_from_an_unaddressed_message_and_rolls_back(
@@ -171,6 +207,7 @@ def _finished_run(playground: Playground, run_id: int) -> dict[str, Any]:
 def test_a_second_start_reuses_the_data_and_the_secrets(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with running_dev_stack(data_dir) as first:
+        first.sign_in()
         play = Playground(first)
         play.say("Alice", "my cat is called Miso", mention=True)
         memories_shown(play, "Alice", want="Alice's cat is called Miso.", gone=None)
@@ -183,6 +220,8 @@ def test_a_second_start_reuses_the_data_and_the_secrets(tmp_path: Path) -> None:
     with running_dev_stack(data_dir) as second:
         assert second.ready_after_s < 60
         assert (data_dir / "secrets.json").read_text() == secrets_before
+        assert second.link != first.link  # a new link each start; the secrets stay
+        second.sign_in()
         play = Playground(second)
         memories_shown(play, "Alice", want="Alice's cat is called Miso.", gone=None)
         play.close()

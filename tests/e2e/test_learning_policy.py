@@ -13,6 +13,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from tests.support.frames import message_update, reaction_add
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import ALICE, BOB, CHANNEL_A, GUILD_A, World, tonight, trust_world
@@ -81,7 +82,10 @@ async def test_a_paused_person_is_never_observed_and_no_fact_about_them_appears(
         assert hers == 0 and answers_to_her == 0
         # Never the speaker of a write path (her lines may be context in Bob's, as any line).
         worth = world.stack.jev.asked(Question.WORTH_KEEPING)
-        assert worth and not [b for b in worth if "[speaker] alice:" in b["prompt"]]
+        speakers = {
+            line["from"] for b in worth for line in read_lines(b["prompt"]) if line.get("speaker")
+        }
+        assert worth and "Alice" not in speakers and "Bob" in speakers
         count = "SELECT count(*) FROM {} WHERE {}"
         assert await scalar(sessions, count.format("memories", "user_id = :u"), u=ALICE) == 0
         in_episodes = count.format("episodes", ":u = ANY(source_user_ids)")

@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from app.chat.fake import Text
 from app.config import MemoryRecall, Settings
 from app.db import SessionFactory
+from app.kit.attribution import read_lines
 from app.kit.clock import utcnow
 from app.models.memory import Memory, MemoryLog
 from app.turn.prompt import EARLIER_NOTE
@@ -247,9 +248,10 @@ async def test_an_older_message_of_this_channel_reaches_the_prompt_and_no_other_
     await world.tell(ALICE, "how is Miso?")
 
     [request] = [r for r in world.stack.model.requests if "memory note" not in str(r["system"])]
-    first_turn = request["messages"][0]["content"]
-    assert first_turn.startswith(f"[{day(60)}] bob: Alice's cat Miso sleeps on the sunny")
-    assert EARLIER_NOTE in [block["text"] for block in request["system"]]
+    first = read_lines(request["messages"][0]["content"])[0]
+    assert (first["from"], first["date"]) == ("bob", day(60))
+    assert first["text"].startswith("Alice's cat Miso sleeps on the sunny")
+    assert any(EARLIER_NOTE in block["text"] for block in request["system"])
     prompt = world.last_reply_prompt()
     assert "goldfish" not in prompt and "shelter" not in prompt
     assert "small talk number 4," not in prompt  # the 21st newest: neither recent nor relevant
@@ -300,4 +302,6 @@ async def test_under_recent_no_older_message_joins_the_context(
     prompt = seed_world.last_reply_prompt()
     assert "windowsill" not in prompt and "older messages" not in prompt
     [request] = [r for r in seed_world.stack.model.requests if "memory note" not in str(r)]
-    assert request["messages"][0]["content"].startswith("carol: small talk number 6,")
+    first = read_lines(request["messages"][0]["content"])[0]
+    assert first["from"] == "carol" and first["text"].startswith("small talk number 6,")
+    assert "date" not in first

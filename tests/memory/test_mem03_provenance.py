@@ -15,6 +15,7 @@ import pytest
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from app.memory.jobs import remember_after_reply
 from app.nightly.run import nightly_step, start_nightly_run
 from app.structured.consolidation import consolidate_channel
@@ -134,7 +135,8 @@ async def test_mem03_consolidation_never_stores_bobs_gossip(
     for body in alices_writer_calls(env):
         assert "sushi" not in str(body["messages"])
     for asked in env.jev.requests:
-        if "[speaker] Alice" in asked["prompt"]:
+        lines = read_lines(asked["prompt"])
+        if {"Alice"} == {line["from"] for line in lines if line.get("speaker")}:
             assert "sushi" not in asked["prompt"]
     assert len(alices_writer_calls(env)) == (1 if alice_present else 0)
 
@@ -154,17 +156,8 @@ async def test_mem03_consolidation_exchanges_only_ever_name_an_author_as_speaker
     owners = {m.user_id for m in await all_memories(env.sessions)}
     assert ALICE not in owners
     assert owners <= {BOB}
-    speakers = {
-        line.split("] ", 1)[1].split(":", 1)[0]
-        for asked in env.jev.requests
-        for line in asked["prompt"].splitlines()
-        if line.startswith("[speaker] ")
-    }
-    others = [
-        line
-        for asked in env.jev.requests
-        for line in asked["prompt"].splitlines()
-        if line.startswith("[other person]") or line.startswith("[bot")
-    ]
+    lines = [line for asked in env.jev.requests for line in read_lines(asked["prompt"])]
+    speakers = {line["from"] for line in lines if line.get("speaker")}
+    others = [line for line in lines if not line.get("speaker")]
     assert speakers == {"Bob"}
     assert others == []

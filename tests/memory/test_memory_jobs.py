@@ -13,6 +13,7 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from app.memory.jobs import remember_after_reply
 from app.turn.store import PostedReply
 from tests.support.memory_env import (
@@ -28,6 +29,7 @@ from tests.support.memory_env import (
 
 CHANNEL, OTHER_CHANNEL = 500, 501
 ALICE, BOB = 11, 22
+OLDEST = "oldest line, out of the window"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
@@ -40,7 +42,7 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
 async def channel_log(sessions: SessionFactory) -> None:
     """Messages 1..9 in order; 4 is deleted, 9 comes after the reply (8)."""
     script = [
-        (1, ALICE, "Alice", "oldest line, out of the window"),
+        (1, ALICE, "Alice", OLDEST),
         (2, BOB, "Bob", "morning all"),
         (3, ALICE, "Alice", "I adopted a dog named Pochi"),
         (4, BOB, "Bob", "this was deleted"),
@@ -81,15 +83,13 @@ async def test_the_exchange_is_six_live_messages_up_to_the_reply(env: MemoryEnv)
     outcome = await remember_after_reply(env.services, PostedReply(7, CHANNEL, ALICE, 8))
 
     [asked] = env.jev.asked(Question.WORTH_KEEPING)
-    lines = asked["prompt"].split("\n")
-    rendered = [line for line in lines if line.startswith("[")]
-    assert rendered == [
-        "[other person] Bob: morning all",
-        "[speaker] Alice: I adopted a dog named Pochi",
-        "[other person] Bob: cute!",
-        "[speaker] Alice: she is a shiba",
-        "[speaker] Alice: @companion what should I feed her?",
-        "[bot, context only] companion: Good quality kibble!",
+    assert read_lines(asked["prompt"]) == [
+        {"from": "Bob", "text": "morning all"},
+        {"from": "Alice", "speaker": True, "text": "I adopted a dog named Pochi"},
+        {"from": "Bob", "text": "cute!"},
+        {"from": "Alice", "speaker": True, "text": "she is a shiba"},
+        {"from": "Alice", "speaker": True, "text": "@companion what should I feed her?"},
+        {"from": "companion", "bot": True, "text": "Good quality kibble!"},
     ]
     assert "Alice" in writer_request_text(env.model.requests[0])
     [memory] = await all_memories(env.sessions)
@@ -107,10 +107,10 @@ async def test_a_trigger_pushed_out_of_the_window_still_takes_the_oldest_slot(
     await remember_after_reply(env.services, PostedReply(1, CHANNEL, ALICE, 9))
 
     [asked] = env.jev.asked(Question.WORTH_KEEPING)
-    rendered = [line for line in asked["prompt"].split("\n") if line.startswith("[")]
+    rendered = read_lines(asked["prompt"])
     assert len(rendered) == 6
-    assert rendered[0] == "[speaker] Alice: oldest line, out of the window"
-    assert rendered[-1] == "[other person] Bob: after the reply"
+    assert rendered[0] == {"from": "Alice", "speaker": True, "text": OLDEST}
+    assert rendered[-1] == {"from": "Bob", "text": "after the reply"}
 
 
 async def test_running_the_job_twice_changes_memories_once(env: MemoryEnv) -> None:

@@ -15,6 +15,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.fake import Raw
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from app.memory.write_path import run_write_path
 from app.vocabulary import Actor
 from tests.support.memory_env import (
@@ -276,8 +277,10 @@ async def test_writer_is_told_which_lines_are_the_bots_and_only_about_the_speake
 
     [call] = env.model.requests
     request = writer_request_text(call)
-    assert "[speaker] Alice: I'm going to Iceland in May" in request
-    assert "[bot, context only] companion: You love hiking!" in request
+    assert read_lines(request) == [
+        {"from": "Alice", "speaker": True, "text": "I'm going to Iceland in May"},
+        {"from": "companion", "bot": True, "text": "You love hiking!"},
+    ]
     system = call["system"][0]["text"]
     assert "never take a fact from them" in system
     assert '"subject": "other"' in system

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.decision.fake import Raw
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from app.kit.clock import jst_day, utcnow
 from app.kit.locks import xact_lock
 from app.memory.rollback import rollback_run
@@ -376,7 +377,10 @@ async def test_the_diary_is_one_japanese_line_from_the_last_thirty_messages(nigh
     assert all(f"msg {i:02d}" in sent for i in range(5, 35))
     assert not any(f"msg {i:02d}" in sent for i in range(5))
     assert "yesterday's news" not in sent
-    assert "(bot) bot: msg 07" in sent  # both sides of the conversation
+    said = read_lines(sent)
+    assert len(said) == 30
+    assert {"from": "bot", "bot": True, "text": "msg 07"} in said  # both sides of the talk
+    assert {"from": "Alice", "text": "msg 08"} in said
 
 
 async def test_a_failed_diary_call_is_noted_and_the_run_still_finishes(night: Night) -> None:

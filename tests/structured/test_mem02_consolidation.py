@@ -18,6 +18,7 @@ from app.consent.service import Learning
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import Question
 from app.kit.arqueue import create_queue
+from app.kit.attribution import read_lines
 from app.models.memory import MemoryLog
 from app.models.messages import Message
 from app.observations.service import observe
@@ -147,11 +148,12 @@ async def test_mem02_run_writes_one_episode_feeds_each_author_and_consumes(
     assert await episodes_of(env.sessions, CHANNEL) == ["Alice took up pottery; Bob runs."]
     [episode_call] = [b for b in env.model.requests if is_episode_call(b)]
     activity = episode_call["messages"][0]["content"]
-    assert "Alice: I started pottery classes" in activity
-    assert "Bob: I run now" in activity
-    assert "the bot: Both great hobbies!" in activity
-    assert "Bob reacted 👍 to a message by Alice" in activity
-    assert "Bob deleted a message" in activity
+    events = read_lines(activity)
+    assert {"from": "Alice", "text": "I started pottery classes"} in events
+    assert {"from": "Bob", "text": "I run now"} in events
+    assert {"from": "the bot", "bot": True, "text": "Both great hobbies!"} in events
+    assert {"from": "Bob", "did": "reacted 👍 to a message by Alice"} in events
+    assert {"from": "Bob", "did": "deleted a message"} in events
     assert "1234" not in activity  # deleted words are never summarised
     owners = {m.user_id: m.content for m in await all_memories(env.sessions)}
     assert owners == {ALICE: "Alice has a new hobby.", BOB: "Bob has a new hobby."}
@@ -185,7 +187,7 @@ async def test_mem02_second_run_continues_from_the_last_episode(env: MemoryEnv) 
     last_call = [b for b in env.model.requests if is_episode_call(b)][-1]
     request = last_call["messages"][0]["content"]
     assert "Previous summary:\nFirst summary." in request
-    assert "Alice: the kiln broke" in request
+    assert read_lines(request) == [{"from": "Alice", "text": "the kiln broke"}]
     assert "pottery" not in request  # consumed observations are not read again
     assert await episodes_of(env.sessions, CHANNEL) == ["First summary.", "Second summary."]
 

@@ -5,7 +5,6 @@ a test can follow a marker text from where it was said to every prompt it reache
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import pytest
 from app.chat.fake import Text
 from app.config import Settings
 from app.decision.vocabulary import Question
+from app.kit.attribution import read_lines
 from tests.support.frames import message_create, next_id
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.worker import drain
@@ -28,7 +28,6 @@ CHANNEL_A, CHANNEL_B = 300, 301
 DM_CHANNELS = {ALICE: 900, BOB: 901, CAROL: 902}
 ADMIN = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 REPLY = "Noted, thank you!"
-_SPEAKER_LINE = re.compile(r"\[speaker\] [^:]+: (.+)")
 
 
 def writer_or_reply(body: dict[str, Any]) -> Text:
@@ -36,7 +35,8 @@ def writer_or_reply(body: dict[str, Any]) -> Text:
     else (replies, episodes, diaries) is a fixed text that quotes nobody."""
     system = " ".join(block["text"] for block in body.get("system") or [])
     if "memory note" in system:
-        said = _SPEAKER_LINE.findall(str(body["messages"][0]["content"]))
+        lines = read_lines(str(body["messages"][0]["content"]))
+        said = [line["text"] for line in lines if line.get("speaker") is True]
         return Text(json.dumps({"subject": "speaker", "fact": f"Fact: {said[-1]}"}))
     return Text(REPLY)
 

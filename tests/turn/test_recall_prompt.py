@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from app.channel.exchange import Exchange, Line
 from app.memory.recall import CONTEXT_WEIGHT, exchange_query, recall_query, render_memory_block
 from app.memory.records import MemoryRecord
-from app.turn.prompt import EARLIER_NOTE, ChatLine, assemble_prompt
+from app.turn.prompt import EARLIER_NOTE, REPLY_NOTE, ChatLine, assemble_prompt
 
 JAN, MAR = datetime(2026, 1, 5, 23, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -69,19 +69,26 @@ def test_dated_notes_show_when_they_were_learned_and_last_updated() -> None:
 
 def test_older_messages_open_the_conversation_dated_and_attributed() -> None:
     conversation = [
-        ChatLine("bob", False, "Miso knocked a glass over", said_at=JAN),
-        ChatLine("companion", True, "Oh no, poor glass!", said_at=JAN),
-        ChatLine("carol", False, "morning all"),
-        ChatLine("alice", False, "how is Miso?"),
+        ChatLine(2, "bob", False, "Miso knocked a glass over", said_at=JAN),
+        ChatLine(9, "companion", True, "Oh no, poor glass!", said_at=JAN),
+        ChatLine(3, "carol", False, "morning all"),
+        ChatLine(1, "alice", False, "how is Miso?"),
     ]
     prompt = assemble_prompt(
         channel_summary=None, memory_block="notes", conversation=conversation, persona="P"
     )
-    assert prompt.system == ["notes", EARLIER_NOTE, "P"]  # the persona stays last
+    assert prompt.system == ["notes", f"{REPLY_NOTE}\n\n{EARLIER_NOTE}", "P"]  # persona last
     assert prompt.messages == [
-        {"role": "user", "content": "[2026-01-05] bob: Miso knocked a glass over"},
+        {
+            "role": "user",
+            "content": '{"from": "bob", "date": "2026-01-05", "text": "Miso knocked a glass over"}',
+        },
         {"role": "assistant", "content": "[2026-01-05] Oh no, poor glass!"},
-        {"role": "user", "content": "carol: morning all\nalice: how is Miso?"},
+        {
+            "role": "user",
+            "content": '{"from": "carol", "text": "morning all"}\n'
+            '{"from": "alice", "text": "how is Miso?"}',
+        },
     ]
 
 
@@ -89,8 +96,8 @@ def test_without_older_messages_the_prompt_is_as_before() -> None:
     prompt = assemble_prompt(
         channel_summary=None,
         memory_block=None,
-        conversation=[ChatLine("alice", False, "hi")],
+        conversation=[ChatLine(1, "alice", False, "hi")],
         persona="P",
     )
-    assert prompt.system == ["P"]
-    assert prompt.messages == [{"role": "user", "content": "alice: hi"}]
+    assert prompt.system == [REPLY_NOTE, "P"]
+    assert prompt.messages == [{"role": "user", "content": '{"from": "alice", "text": "hi"}'}]

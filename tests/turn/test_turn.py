@@ -13,6 +13,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.frames.events import MessageCreate
+from app.kit.attribution import read_lines
 from app.models.inbox import InboxEvent
 from app.models.memory import MemoryLog
 from app.models.messages import Message
@@ -69,10 +70,11 @@ async def test_addressed_message_reacts_first_then_replies_to_the_trigger(
     [reply] = stack.replies()
     assert reply["content"] == "Hello from the model!"
     assert reply["message_reference"]["message_id"] == frame["d"]["id"]
-    # The model saw the persona last and the speaker's words prefixed with their name.
+    # The model saw the persona last and the speaker's words as their own attributed line.
     [request] = stack.model.requests
     assert "You are Tsumugi" in request["system"][-1]["text"]
-    assert request["messages"][-1]["content"].startswith("Alice: ")
+    [said] = read_lines(request["messages"][-1]["content"])
+    assert said == {"from": "Alice", "text": f"{MENTION} guess what, I got the job!"}
     async with sessions() as session:
         stored = await session.get(Message, int(reply["id"]))
     assert stored is not None and stored.is_bot and stored.content == "Hello from the model!"

@@ -19,6 +19,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.discord.attachments import MAX_IMAGE_BYTES
+from app.kit.attribution import read_lines
 from app.models.agent import AgentSession
 from app.models.messages import Message
 from tests.support.frames import message_create
@@ -93,7 +94,12 @@ async def test_the_memory_write_path_sees_an_attachment_by_name_only(stack: Stac
     await stack.deliver(message_create(content=f"{MENTION} read this", attachments=[notes]))
 
     [asked] = stack.jev.asked(Question.WORTH_KEEPING)
-    assert "read this [attached: diary.txt (text/plain, 22 B)]" in asked["prompt"]
+    assert {
+        "from": "Alice",
+        "speaker": True,
+        "attached": ["diary.txt (text/plain, 22 B)"],
+        "text": f"{MENTION} read this",
+    } in read_lines(asked["prompt"])
     assert "natto" not in asked["prompt"]
     assert "natto" in str(stack.model.requests[0])  # the reply itself could read it
 

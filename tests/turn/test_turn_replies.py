@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -13,6 +14,7 @@ from sqlalchemy import select
 from app.config import Settings
 from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
+from app.kit.attribution import read_lines
 from app.models.messages import Message
 from tests.support.frames import message_create, message_delete
 from tests.support.stack import BOT_ID, Stack, running_stack
@@ -39,9 +41,12 @@ def answering_block(stack: Stack) -> str | None:
     return blocks[0] if blocks else None
 
 
-def chain_lines(stack: Stack) -> list[str]:
+def chain_lines(stack: Stack) -> list[dict[str, Any]]:
+    """The chain's messages as the block renders them, oldest first: the last one is the
+    message being answered."""
     block = answering_block(stack)
-    return block.splitlines()[1:] if block else []
+    assert block is None or "The message it answers (the last line)" in block
+    return read_lines(block) if block else []
 
 
 def at(minutes: int) -> datetime:
@@ -62,9 +67,7 @@ async def test_a_reply_to_a_message_25_back_carries_it_into_the_prompt(stack: St
     [request] = stack.model.requests
     conversation = str(request["messages"])
     assert "blue pot" not in conversation  # outside the last 20 messages
-    assert chain_lines(stack) == [
-        '- (the message being answered) Bob: "The key is under the blue pot."'
-    ]
+    assert chain_lines(stack) == [{"from": "Bob", "text": "The key is under the blue pot."}]
     assert request["system"][-1]["text"].startswith("## Core")  # the persona stays last
     assert stack.discord.calls_to("GET", f"/channels/{CHANNEL}/messages/") == []  # from the log
 
@@ -81,8 +84,8 @@ async def test_a_message_the_log_never_saw_is_fetched_once_with_its_chain(
     )
 
     assert chain_lines(stack) == [
-        '- (earlier in the chain) user: "Where shall we eat?"',
-        '- (the message being answered) carol: "Ramen, surely."',
+        {"from": "user", "text": "Where shall we eat?"},
+        {"from": "carol", "text": "Ramen, surely."},
     ]
     async with sessions() as session:
         logged = (await session.scalars(select(Message.content).where(Message.id == answer))).one()
@@ -154,8 +157,7 @@ async def test_a_long_chain_stops_after_five_messages(stack: Stack) -> None:
         ids.append(previous)
     await stack.deliver(message_create(content=f"{MENTION} summary?", reply_to_id=ids[-1]))
     lines = chain_lines(stack)
-    assert [line.rsplit('"hop ', 1)[1].rstrip('"') for line in lines] == ["2", "3", "4", "5", "6"]
-    assert "the message being answered" in lines[-1]
+    assert [line["text"] for line in lines] == ["hop 2", "hop 3", "hop 4", "hop 5", "hop 6"]
 
 
 async def test_a_forwarded_message_is_not_a_reply(stack: Stack) -> None:

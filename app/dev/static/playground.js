@@ -692,8 +692,22 @@ function choosePerson(id) {
   refreshConsole();
 }
 
+// The page's config (the tokens it sends) comes once for the link `python -m app dev` printed
+// (/playground?t=…): that request sets this browser's session cookie (HttpOnly), and later
+// ones (a reload, the feed, uploads) ride on it. The token leaves the address bar at once.
+async function loadConfig() {
+  const token = new URLSearchParams(location.search).get("t");
+  const response = await fetch("/playground/config.json", {
+    headers: token ? { "x-playground-token": token } : {},
+  });
+  if (token) history.replaceState(null, "", location.pathname);
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.detail || `the config answered ${response.status}`);
+  return body;
+}
+
 async function start() {
-  state.config = await (await fetch("/playground/config.json")).json();
+  state.config = await loadConfig();
   const { config } = state;
   $("bot-name").textContent = config.bot.name;
   $("guild-name").textContent = config.guild.name;
