@@ -34,6 +34,12 @@ async def reads(sessions: SessionFactory, reason: str) -> list[MemoryLog]:
         return list(await session.scalars(query))
 
 
+async def reads_of(sessions: SessionFactory, user_id: int) -> list[MemoryLog]:
+    async with sessions() as session:
+        query = select(MemoryLog).where(MemoryLog.action == "read", MemoryLog.user_id == user_id)
+        return list(await session.scalars(query))
+
+
 async def test_show_lists_the_ten_newest_with_where_and_how_many_more(
     world: World, sessions: SessionFactory
 ) -> None:
@@ -137,9 +143,13 @@ async def test_export_holds_every_memory_of_a_person_with_25_and_their_history(
     assert learned["origin"] == {"kind": "guild", "guild_id": str(GUILD_A)}
     assert learned["sources"][0]["link"].startswith(f"https://discord.com/channels/{GUILD_A}/")
     assert exported["learning_paused"] is True
-    assert {row["action"] for row in exported["ledger"]} >= {"add", "read"}
+    assert {row["action"] for row in exported["ledger"]} == {"add"}  # reads are counted
     assert "sent you a DM" in world.channel_texts(CHANNEL_A)[-1]
-    assert len(await reads(sessions, "export")) == 1
+    [export_read] = await reads(sessions, "export")
+    assert sorted(export_read.after) == sorted(m["id"] for m in exported["memories"])
+    counted = {(c["actor"], c["reads"]) for c in exported["reads"]["by_actor_and_month"]}
+    assert ("command", 1) in counted  # this export's own read
+    assert exported["reads"]["total"] == len(await reads_of(sessions, ALICE))
 
 
 async def test_a_closed_dm_gets_the_channel_notice_and_leaks_nothing(
