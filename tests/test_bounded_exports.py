@@ -180,6 +180,30 @@ async def test_an_export_too_large_for_discord_answers_once_and_is_not_retried(
     await handled_once(sessions, command)
 
 
+async def test_the_admin_export_holds_what_discord_could_not_take_in_one_document(
+    world: World, sessions: SessionFactory
+) -> None:
+    memories = await seed_memories(sessions, ALICE, 50)
+    room = MAX_FILES * MAX_UPLOAD_BYTES
+    changes = await seed_changes(sessions, ALICE, memories, room // 9_000, chars=5_000)
+    await seed_reads(sessions, ALICE, 3_000)
+
+    response = await world.admin("GET", f"/users/{ALICE}/export")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert len(response.content) > room
+    exported = response.json()
+    assert sorted(m["id"] for m in exported["memories"]) == memories
+    assert [row["id"] for row in exported["ledger"]] == changes
+    counted = Counter(
+        {(c["actor"], c["month"]): c["reads"] for c in exported["reads"]["by_actor_and_month"]}
+    )
+    assert counted == expected_reads(3_000) + Counter({("admin", utcnow().strftime("%Y-%m")): 1})
+    [read] = await export_reads(sessions)
+    assert (read.actor, read.user_id, sorted(read.after)) == ("admin", ALICE, memories)
+
+
 async def test_an_upload_discord_refuses_as_too_large_answers_once_and_is_not_retried(
     world: World, sessions: SessionFactory
 ) -> None:

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.commands import render
+from app.commands import export, render
 from app.db import unit_of_work
 from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.discord.errors import DiscordError, DiscordTooLarge
 from app.inbound.frames import MessageCreate
-from app.kit.clock import utcnow
-from app.kit.parts import JsonFiles, Spooled, TextFiles, TooLarge
+from app.kit.parts import Spooled, TextFiles, TooLarge
 from app.kit.relevance import Query
 from app.memory import consent, store
 from app.memory.records import Why
@@ -36,7 +35,6 @@ LISTING_INLINE_CHARS = 6000
 # A long listing or export goes as at most this many DMs of one file each (Discord takes
 # MAX_UPLOAD_BYTES per message), or not at all.
 MAX_FILES = 3
-EXPORT_ARRAYS = ("memories", "ledger")
 
 DM_FAILED = (
     "I couldn't send you a direct message, so I can't show your memories here. "
@@ -215,49 +213,31 @@ async def memory_search(services: Services, asker: Asker, words: str) -> None:
 
 
 async def memory_export(services: Services, asker: Asker) -> None:
-    """DM JSON files of everything kept about the asker: every memory with its origin and
-    sources, the pause state, every change in the ledger, and its reads counted per actor
-    and month. Read a page at a time and written off the event loop into files under
-    Discord's limit; refused, with no retry, when even the files would be too large."""
-    user_id = asker.user_id
+    """DM JSON files of everything kept about the asker (app/commands/export.py), each under
+    Discord's limit; refused once, with no retry, when even the files would be too large."""
     with ExitStack() as spool:
         async with unit_of_work(services.sessions) as session:
-            memories = await store.read_everything(session, user_id, Why(ACTOR, "export"))
-            paused = await consent.paused_since(session, user_id)
-            reads = await store.read_counts(session, user_id)
-            head = render.export_head(user_id, utcnow(), paused, reads)
-            out = spool.enter_context(
-                JsonFiles(
-                    limit=MAX_UPLOAD_BYTES, max_files=MAX_FILES, head=head, arrays=EXPORT_ARRAYS
+            try:
+                exported = await export.export_profile(
+                    session,
+                    asker.user_id,
+                    Why(ACTOR, "export"),
+                    spool,
+                    limit=MAX_UPLOAD_BYTES,
+                    max_files=MAX_FILES,
                 )
-            )
-            changes = await _write_export(session, user_id, out)
-        if changes is None:
+            except TooLarge:
+                exported = None  # the read is still logged: it happened
+        if exported is None:
             await _answer(services, asker, TOO_LARGE)
             return
         first = (
-            f"Everything I keep about you: {memories} memories, the {changes} changes to them, "
-            "and how often they were read (counted per month)."
+            f"Everything I keep about you: {exported.memories} memories, the "
+            f"{exported.changes} changes to them, and how often they were read (per month)."
         )
-        files = _attached(out.finish(), _file_name(user_id, "json"), "application/json", first)
-        await _by_dm(services, asker, files, sent=EXPORT_SENT)
-
-
-async def _write_export(session: AsyncSession, user_id: int, out: JsonFiles) -> int | None:
-    """The memories, then the ledger's changes, into ``out`` page by page, serialised off
-    the event loop; how many changes, or None when they do not fit."""
-    changes = 0
-    try:
-        async for page in store.memory_pages(session, user_id):
-            sources = await store.sources_of(session, [m.id for m in page])
-            items = (render.memory_json(m, sources.get(m.id, [])) for m in page)
-            await asyncio.to_thread(out.add, "memories", items)
-        async for rows in store.change_pages(session, user_id):
-            await asyncio.to_thread(out.add, "ledger", map(render.ledger_json, rows))
-            changes += len(rows)
-    except TooLarge:
-        return None
-    return changes
+        name = _file_name(asker.user_id, "json")
+        dms = _attached(exported.files, name, "application/json", first)
+        await _by_dm(services, asker, dms, sent=EXPORT_SENT)
 
 
 # --- consent ----------------------------------------------------------------------------------

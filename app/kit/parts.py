@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -35,6 +35,12 @@ class Spooled:
     def read(self) -> bytes:
         self._file.seek(0)
         return self._file.read()
+
+    def chunks(self, size: int = 1 << 16) -> Iterator[bytes]:
+        """The bytes, ``size`` at a time (to stream the file without holding it)."""
+        self._file.seek(0)
+        while chunk := self._file.read(size):
+            yield chunk
 
 
 def _encode(item: Any) -> bytes:
