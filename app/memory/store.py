@@ -17,9 +17,11 @@ from typing import Any
 
 from prometheus_client import Counter
 from sqlalchemy import (
+    Date,
     Select,
     Text,
     any_,
+    cast,
     delete,
     event,
     exists,
@@ -30,6 +32,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by
@@ -58,7 +61,14 @@ from app.memory.records import (
     Why,
     encode,
 )
-from app.models.memory import Memory, MemoryLog, MemorySource
+from app.models.memory import (
+    FED_A_REPLY,
+    ROLLUP_CANDIDATES,
+    Memory,
+    MemoryLog,
+    MemoryReadCount,
+    MemorySource,
+)
 from app.vocabulary import FORGOT_MEMORY, FORGOT_PERSON, UNDOABLE, Action, Actor
 
 LOCK_NAMESPACE = "memory-user"
@@ -551,16 +561,57 @@ async def change_pages(
 
 
 async def read_counts(session: AsyncSession, user_id: int) -> list[ReadCount]:
-    """How many times the person's memories were read, per actor and month (UTC), oldest
-    month first: counted in Postgres, never listed."""
-    month = func.to_char(func.timezone("UTC", MemoryLog.created_at), "YYYY-MM")
-    rows = await session.execute(
-        select(MemoryLog.actor, month, func.count())
+    """How many times the person's profile was read, per actor and month (UTC), oldest month
+    first: the read rows counted in Postgres (never listed), and those already folded into
+    counts (``roll_up_reads``), in one statement."""
+    month = cast(func.date_trunc("month", func.timezone("UTC", MemoryLog.created_at)), Date)
+    live = (
+        select(MemoryLog.actor, month.label("month"), func.count().label("reads"))
         .where(MemoryLog.user_id == user_id, MemoryLog.action == Action.READ)
         .group_by(MemoryLog.actor, month)
-        .order_by(month, MemoryLog.actor)
     )
-    return [ReadCount(actor, at, int(n)) for actor, at, n in rows.tuples()]
+    folded = select(MemoryReadCount.actor, MemoryReadCount.month, MemoryReadCount.reads).where(
+        MemoryReadCount.user_id == user_id
+    )
+    both = union_all(live, folded).subquery()
+    rows = await session.execute(
+        select(both.c.actor, both.c.month, func.sum(both.c.reads))
+        .group_by(both.c.actor, both.c.month)
+        .order_by(both.c.month, both.c.actor)
+    )
+    return [ReadCount(actor, at.strftime("%Y-%m"), int(n)) for actor, at, n in rows.tuples()]
+
+
+_ROLL_UP = text(
+    f"""
+    WITH picked AS (
+        SELECT id FROM memory_log
+        WHERE {ROLLUP_CANDIDATES} AND created_at < :cutoff
+        ORDER BY id LIMIT :limit
+    ), gone AS (
+        DELETE FROM memory_log AS m USING picked WHERE m.id = picked.id
+        RETURNING m.user_id, m.actor, m.created_at
+    ), counted AS (
+        SELECT user_id, actor,
+               CAST(date_trunc('month', timezone('UTC', created_at)) AS date) AS month,
+               count(*) AS reads
+        FROM gone GROUP BY 1, 2, 3
+    ), kept AS (
+        INSERT INTO memory_read_counts AS c (user_id, actor, month, reads)
+        SELECT user_id, actor, month, reads FROM counted
+        ON CONFLICT (user_id, actor, month) DO UPDATE SET reads = c.reads + excluded.reads
+    )
+    SELECT coalesce(sum(reads), 0) FROM counted
+    """
+)
+
+
+async def roll_up_reads(session: AsyncSession, *, cutoff: datetime, limit: int) -> int:
+    """Fold up to ``limit`` of the oldest read rows from before ``cutoff`` into the monthly
+    counts, and remove them; how many. A reply prompt's read that found memories stays a
+    row: an erasure follows it to the reply that held them (``reply_reads``)."""
+    folded = await session.scalar(_ROLL_UP, {"cutoff": cutoff, "limit": limit})
+    return int(folded or 0)
 
 
 async def mark_reviewed(session: AsyncSession, ids: Collection[int]) -> None:
@@ -910,11 +961,9 @@ async def reply_reads(
         select(MemoryLog.id, MemoryLog.trigger)
         .where(
             MemoryLog.user_id == user_id,
-            MemoryLog.trigger.is_not(None),
-            MemoryLog.actor == Actor.REPLY,
             MemoryLog.action == Action.READ,
+            text(FED_A_REPLY),
             MemoryLog.id > after_id,
-            func.jsonb_array_length(func.coalesce(MemoryLog.after, literal([], JSONB))) > 0,
         )
         .order_by(MemoryLog.id)
         .limit(limit)
