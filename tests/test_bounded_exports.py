@@ -155,7 +155,7 @@ async def test_an_upload_discord_refuses_as_too_large_answers_once_and_is_not_re
 async def test_show_all_for_a_big_profile_goes_as_files_under_the_limit(
     world: World, sessions: SessionFactory
 ) -> None:
-    memories = await seed_memories(sessions, ALICE, 150_000)  # a listing of ~11 MB
+    memories = await seed_memories(sessions, ALICE, 40_000, text_of="🐝" * 80)  # ~14 MB
 
     command = await world.tell(ALICE, "!memory show all", mention=False)
 
@@ -167,5 +167,19 @@ async def test_show_all_for_a_big_profile_goes_as_files_under_the_limit(
     assert listed == memories  # newest first (the seed ages each one a minute more), once each
     assert lines[0].startswith("Everything I remember about you")
     assert lines[-1].startswith("Where one came from")
-    assert "All 150000 of your memories" in files[0][0]["content"]
+    assert "All 40000 of your memories" in files[0][0]["content"]
+    await handled_once(sessions, command)
+
+
+async def test_show_all_too_large_for_discord_answers_once_and_is_not_retried(
+    world: World, sessions: SessionFactory
+) -> None:
+    line = len(f"`100000` · added by hand · {'🐝' * 80}…\n".encode())
+    room = MAX_FILES * MAX_UPLOAD_BYTES
+    await seed_memories(sessions, ALICE, room // line + 1_000, text_of="🐝" * 80)
+
+    command = await world.tell(ALICE, "!memory show all", mention=False)
+
+    assert world.stack.discord.dms_to(ALICE) == []
+    assert world.channel_texts(CHANNEL_A) == [TOO_LARGE]
     await handled_once(sessions, command)

@@ -15,20 +15,23 @@ from tests.support.trust_env import World
 READERS = ("reply", "extraction", "nightly")
 
 
-async def seed_memories(sessions: SessionFactory, user_id: int, count: int) -> list[int]:
-    """``count`` memories, one statement; their ids."""
+async def seed_memories(
+    sessions: SessionFactory, user_id: int, count: int, *, text_of: str = "remembered fact number"
+) -> list[int]:
+    """``count`` memories, one statement, memory n reading "<text_of> n about this person";
+    their ids."""
     async with sessions() as session, session.begin():
         rows = await session.execute(
             text(
                 """
                 INSERT INTO memories (user_id, content, updated_at)
-                SELECT :user_id, 'remembered fact number ' || n || ' about this person',
+                SELECT :user_id, :text_of || ' ' || n || ' about this person',
                        now() - make_interval(mins => n)
                 FROM generate_series(1, :count) AS n
                 RETURNING id
                 """
             ),
-            {"user_id": user_id, "count": count},
+            {"user_id": user_id, "count": count, "text_of": text_of},
         )
         return sorted(int(i) for (i,) in rows)
 
