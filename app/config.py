@@ -158,6 +158,7 @@ class Settings(BaseSettings):
     memory_learn_addressed_days: PositiveInt = 30
     memory_retention_days: PositiveInt | None = None
     ledger_content_days: PositiveInt | None = None
+    ledger_read_rollup_days: PositiveInt | None = None
     memory_consolidate_every: PositiveInt = 20
     memory_episodes_per_channel: PositiveInt = 10
     # Speakers the nightly extraction works on at once (in one job, one chunk each).
@@ -221,6 +222,7 @@ class Settings(BaseSettings):
     @field_validator(
         "memory_retention_days",
         "ledger_content_days",
+        "ledger_read_rollup_days",
         "discord_bot_user_id",
         "discord_gateway_url",
         "discord_bot_token",

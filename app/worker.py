@@ -43,7 +43,7 @@ from app.kit.probes import start_probe_server
 from app.kit.queue import Job
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
-from app.memory.ledger_retention import redact_old_ledger_content
+from app.memory.ledger_retention import redact_old_ledger_content, roll_up_old_reads
 from app.nightly import run as nightly
 from app.nightly.run import NIGHTLY_STEP
 from app.privacy import erasure
@@ -135,13 +135,16 @@ async def retry_due(ctx: dict[str, Any]) -> None:
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
     """04:30 JST: the de-duplication window, then (when LEDGER_CONTENT_DAYS is set) the
-    ledger's old memory text."""
+    ledger's old memory text and (when LEDGER_READ_ROLLUP_DAYS is set) its old reads."""
     services = _services(ctx)
     await prune_inbox(services.sessions)
     async with unit_of_work(services.sessions) as session:  # they expire with the window
         await prune_tombstones(session, older_than=DEDUPE_WINDOW)
     await redact_old_ledger_content(
         services.sessions, days=services.settings.ledger_content_days, now=utcnow()
+    )
+    await roll_up_old_reads(
+        services.sessions, days=services.settings.ledger_read_rollup_days, now=utcnow()
     )
 
 

@@ -1,14 +1,19 @@
 """Admin inspection and erasure of one person's memories: what is kept about them, where it
-came from, the ledger, and the same erasure as `!forgetme` for people who cannot run it.
+came from, the ledger, the whole export (for a person whose `!memory export` is too large for
+Discord), and the same erasure as `!forgetme` for people who cannot run it.
 
 Every read here is itself a ledger read with actor `admin`."""
 
 from __future__ import annotations
 
+import sys
+from contextlib import ExitStack
 from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, status
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from app.admin.auth import require_admin
 from app.admin.deps import get_queue, get_sessions
@@ -23,6 +28,7 @@ from app.admin.schemas import (
     OriginBody,
     SourceBody,
 )
+from app.commands.export import export_profile
 from app.commands.render import jump_link
 from app.db import SessionFactory, unit_of_work
 from app.kit.queue import JobQueue
@@ -38,6 +44,7 @@ router = APIRouter(tags=["admin"], dependencies=[Depends(require_admin)], respon
 Sessions = Annotated[SessionFactory, Depends(get_sessions)]
 Snowflake = Annotated[int, Path(ge=0, le=2**63 - 1)]
 ADMIN = Actor.ADMIN
+WHOLE = sys.maxsize  # the admin export is one file, however large (it is not sent to Discord)
 
 
 def _memory(record: MemoryRecord, sources: list[SourceMessage]) -> MemoryBody:
@@ -125,6 +132,40 @@ async def one_memory(sessions: Sessions, memory_id: Snowflake) -> MemoryBody:
     if found is None:
         raise NotFound(f"no memory {memory_id}")
     return _memory(found.record, found.sources)
+
+
+@router.get(
+    "/users/{user_id}/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "One JSON document, the same as `!memory export` makes (a single "
+            "file, whatever its size): `memories`, `ledger` (every change), `reads` (counted "
+            "per actor and month), the pause state",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+    summary="Everything kept about a person, whole, as JSON (a logged read)",
+    description="For a person whose `!memory export` is too large for Discord. Written a "
+    "page at a time to a temporary file, then streamed.",
+)
+async def user_export(sessions: Sessions, user_id: Snowflake) -> StreamingResponse:
+    spool = ExitStack()
+    try:
+        async with unit_of_work(sessions) as session:
+            exported = await export_profile(
+                session, user_id, Why(ADMIN, "export"), spool, limit=WHOLE, max_files=1
+            )
+    except BaseException:
+        spool.close()
+        raise
+    [whole] = exported.files
+    return StreamingResponse(
+        whole.chunks(),
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="memories-{user_id}.json"'},
+        background=BackgroundTask(spool.close),
+    )
 
 
 @router.post(

@@ -7,22 +7,23 @@ be delivered the channel learns that, never what."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
-from app.commands import render
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.commands import export, render
 from app.consent import store as consent
 from app.db import unit_of_work
 from app.discord.client import MAX_UPLOAD_BYTES, Attachment
-from app.discord.errors import DiscordError
+from app.discord.errors import DiscordError, DiscordTooLarge
 from app.frames.events import MessageCreate
-from app.kit.clock import utcnow
+from app.kit.parts import Spooled, TextFiles, TooLarge
 from app.kit.relevance import Query
-from app.memory import records, store
+from app.memory import store
 from app.memory.records import Why
 from app.services import Services
 from app.vocabulary import Actor
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 ACTOR = Actor.COMMAND
 # `show all` goes as a text file instead of several DMs past this many characters.
 LISTING_INLINE_CHARS = 6000
+# A long listing or export goes as at most this many DMs of one file each (Discord takes
+# MAX_UPLOAD_BYTES per message), or not at all.
+MAX_FILES = 3
 
 DM_FAILED = (
     "I couldn't send you a direct message, so I can't show your memories here. "
@@ -41,7 +45,11 @@ DM_SENT = "I've sent you a DM with what I remember about you."
 WHY_SENT = "I've sent you a DM with where that memory came from."
 SEARCH_SENT = "I've sent you a DM with the memories that match."
 NOTHING_TO_SEARCH = "I couldn't find any words to search for in that. Try `!memory search <words>`."
-EXPORT_SENT = "I've sent you a DM with everything I keep about you, as a JSON file."
+EXPORT_SENT = "I've sent you a DM with everything I keep about you, as JSON."
+TOO_LARGE = (
+    f"That is too large to send over Discord (more than {MAX_FILES} files of "
+    f"{MAX_UPLOAD_BYTES // 2**20} MiB). Ask an operator for the admin export."
+)
 FORGET_ALL_NONE = "I had no memories about you to forget."
 FORGET_ALL = "!memory forget all"
 PAUSED = (
@@ -76,19 +84,25 @@ async def _answer(services: Services, asker: Asker, text: str) -> None:
     )
 
 
-async def _by_dm(
-    services: Services,
-    asker: Asker,
-    text: str,
-    *,
-    sent: str,
-    files: Sequence[Attachment] = (),
-) -> None:
-    """DM the asker; the channel hears only that it was sent, or that it could not be."""
+@dataclass(frozen=True, slots=True)
+class Dm:
+    """One direct message: its text and, read only when it is sent, its file."""
+
+    text: str
+    file: Callable[[], Attachment] | None = None
+
+
+async def _by_dm(services: Services, asker: Asker, dms: Sequence[Dm], *, sent: str) -> None:
+    """DM the asker, message by message; the channel hears only that it was sent, that it
+    could not be, or that it was too large for Discord (never retried: it cannot help)."""
     try:
-        await services.discord.send_dm(
-            asker.user_id, text, nonce_key=f"memory-dm:{asker.trigger_id}", files=files
-        )
+        for number, dm in enumerate(dms, start=1):
+            key = f"memory-dm:{asker.trigger_id}" + (f":{number}" if number > 1 else "")
+            files = [dm.file()] if dm.file is not None else []
+            await services.discord.send_dm(asker.user_id, dm.text, nonce_key=key, files=files)
+    except DiscordTooLarge:
+        await _answer(services, asker, TOO_LARGE)
+        return
     except DiscordError as exc:
         # Never fall back to the channel with the content: only say the DM failed.
         logger.info("memory command: DM failed", extra={"error": type(exc).__name__})
@@ -97,26 +111,80 @@ async def _by_dm(
     await _answer(services, asker, sent)
 
 
+def _attached(
+    spooled: Sequence[Spooled], name: Callable[[int], str], content_type: str, first: str
+) -> list[Dm]:
+    """One DM per file (Discord's limit is per message); ``first`` opens the first."""
+    count = len(spooled)
+
+    def dm(part: Spooled) -> Dm:
+        text = first if part.number == 1 else ""
+        if count > 1:
+            text = f"{text} (file {part.number} of {count})".strip()
+        return Dm(text, lambda: Attachment(name(part.number), part.read(), content_type))
+
+    return [dm(part) for part in spooled]
+
+
+def _file_name(user_id: int, extension: str) -> Callable[[int], str]:
+    """``memories-<user_id>.<extension>``, then ``memories-<user_id>-2.<extension>``, …"""
+    return lambda n: f"memories-{user_id}{'' if n == 1 else f'-{n}'}.{extension}"
+
+
 # --- see ------------------------------------------------------------------------------------
 
 
 async def memory_show(services: Services, asker: Asker, *, everything: bool = False) -> None:
     """DM the asker their ten newest memories (seed 000), or all of them, each with where
     it was learned, how many more there are, and whether learning is paused."""
-    limit = None if everything else store.RECENT_LIMIT
+    if everything:
+        await _show_all(services, asker)
+        return
     async with unit_of_work(services.sessions) as session:
-        shown = await store.recent(session, asker.user_id, Why(ACTOR, "show"), limit=limit)
+        shown = await store.recent(session, asker.user_id, Why(ACTOR, "show"))
         total = await store.count(session, asker.user_id)
         paused = await consent.paused_since(session, asker.user_id)
-    listing = render.listing(
-        shown, total=total, paused=paused is not None, here=asker.guild_id, everything=everything
-    )
-    files: list[Attachment] = []
-    if everything and len(listing) > LISTING_INLINE_CHARS:
-        name = f"memories-{asker.user_id}.txt"
-        files = [Attachment(name, listing.encode(), "text/plain; charset=utf-8")]
-        listing = f"All {total} of your memories are in the attached file."
-    await _by_dm(services, asker, listing, sent=DM_SENT, files=files)
+    listing = render.listing(shown, total=total, paused=paused is not None, here=asker.guild_id)
+    await _by_dm(services, asker, [Dm(listing)], sent=DM_SENT)
+
+
+async def _show_all(services: Services, asker: Asker) -> None:
+    """Every memory, read a page at a time into text files: sent inline when short, as
+    files when long, and refused when even the files would be too large for Discord."""
+    with TextFiles(limit=MAX_UPLOAD_BYTES, max_files=MAX_FILES) as out:
+        async with unit_of_work(services.sessions) as session:
+            total = await store.read_everything(session, asker.user_id, Why(ACTOR, "show"))
+            paused = await consent.paused_since(session, asker.user_id) is not None
+            fits = total == 0 or await _write_listing(session, asker, out, paused=paused)
+        if not fits:
+            await _answer(services, asker, TOO_LARGE)
+            return
+        if total == 0:
+            dms = [Dm(render.listing([], total=0, paused=paused, here=asker.guild_id))]
+        elif out.size <= LISTING_INLINE_CHARS:
+            [whole] = out.finish()
+            dms = [Dm(whole.read().decode().rstrip("\n"))]
+        else:
+            first = f"All {total} of your memories are in the attached file."
+            name = _file_name(asker.user_id, "txt")
+            dms = _attached(out.finish(), name, "text/plain; charset=utf-8", first)
+        await _by_dm(services, asker, dms, sent=DM_SENT)
+
+
+async def _write_listing(
+    session: AsyncSession, asker: Asker, out: TextFiles, *, paused: bool
+) -> bool:
+    """The `show all` listing into ``out``, page by page, off the event loop; False when
+    it does not fit."""
+    try:
+        out.add([render.listing_heading(everything=True)])
+        async for page in store.memory_pages(session, asker.user_id):
+            lines = (render.listing_line(m, asker.guild_id) for m in page)
+            await asyncio.to_thread(out.add, lines)
+        out.add(render.listing_footer(more=0, paused=paused))
+    except TooLarge:
+        return False
+    return True
 
 
 async def memory_why(services: Services, asker: Asker, memory_id: int) -> None:
@@ -127,7 +195,8 @@ async def memory_why(services: Services, asker: Asker, memory_id: int) -> None:
     if found is None:
         await _answer(services, asker, render.not_found(memory_id))
         return
-    await _by_dm(services, asker, render.provenance(found, here=asker.guild_id), sent=WHY_SENT)
+    text = render.provenance(found, here=asker.guild_id)
+    await _by_dm(services, asker, [Dm(text)], sent=WHY_SENT)
 
 
 async def memory_search(services: Services, asker: Asker, words: str) -> None:
@@ -141,47 +210,35 @@ async def memory_search(services: Services, asker: Asker, words: str) -> None:
     async with unit_of_work(services.sessions) as session:
         found = await store.search(session, asker.user_id, Why(ACTOR, "search"), query)
     listing = render.search_results(found, words=words, here=asker.guild_id)
-    await _by_dm(services, asker, listing, sent=SEARCH_SENT)
+    await _by_dm(services, asker, [Dm(listing)], sent=SEARCH_SENT)
 
 
 async def memory_export(services: Services, asker: Asker) -> None:
-    """DM a JSON file of everything kept about the asker: every memory with its origin and
-    sources, the pause state, and the ledger history of their memories."""
-    async with unit_of_work(services.sessions) as session:
-        kept = await store.profile(session, asker.user_id, Why(ACTOR, "export"))
-        paused = await consent.paused_since(session, asker.user_id)
-    body = export_json(asker.user_id, kept, paused, now=utcnow(), limit=MAX_UPLOAD_BYTES)
-    attachment = Attachment(f"memories-{asker.user_id}.json", body, "application/json")
-    note = f"Everything I keep about you: {len(kept.memories)} memories and their history."
-    await _by_dm(services, asker, note, sent=EXPORT_SENT, files=[attachment])
-
-
-def export_json(
-    user_id: int,
-    kept: records.Profile,
-    paused: datetime | None,
-    *,
-    now: datetime,
-    limit: int,
-) -> bytes:
-    """Pure: the export file, within ``limit`` bytes. Memories always fit whole; when the
-    ledger history does not, its oldest rows are left out and the file says how many."""
-    document: dict[str, Any] = {
-        "user_id": str(user_id),
-        "exported_at": now.isoformat(),
-        "learning_paused": paused is not None,
-        "paused_at": paused.isoformat() if paused else None,
-        "memories": [render.memory_json(m, kept.sources.get(m.id, [])) for m in kept.memories],
-        "ledger": [render.ledger_json(row) for row in kept.ledger],
-        "ledger_rows_left_out": 0,
-    }
-    encoded = json.dumps(document, ensure_ascii=False).encode()
-    while len(encoded) > limit and document["ledger"]:
-        cut = max(1, len(document["ledger"]) // 10)
-        document["ledger"] = document["ledger"][cut:]
-        document["ledger_rows_left_out"] += cut
-        encoded = json.dumps(document, ensure_ascii=False).encode()
-    return encoded
+    """DM JSON files of everything kept about the asker (app/commands/export.py), each under
+    Discord's limit; refused once, with no retry, when even the files would be too large."""
+    with ExitStack() as spool:
+        async with unit_of_work(services.sessions) as session:
+            try:
+                exported = await export.export_profile(
+                    session,
+                    asker.user_id,
+                    Why(ACTOR, "export"),
+                    spool,
+                    limit=MAX_UPLOAD_BYTES,
+                    max_files=MAX_FILES,
+                )
+            except TooLarge:
+                exported = None  # the read is still logged: it happened
+        if exported is None:
+            await _answer(services, asker, TOO_LARGE)
+            return
+        first = (
+            f"Everything I keep about you: {exported.memories} memories, the "
+            f"{exported.changes} changes to them, and how often they were read (per month)."
+        )
+        name = _file_name(asker.user_id, "json")
+        dms = _attached(exported.files, name, "application/json", first)
+        await _by_dm(services, asker, dms, sent=EXPORT_SENT)
 
 
 # --- consent ----------------------------------------------------------------------------------

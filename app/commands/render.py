@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from app.memory.records import LedgerRow, MemoryRecord, Origin, Provenance, SourceMessage
+from app.memory.records import (
+    LedgerRow,
+    MemoryRecord,
+    Origin,
+    Provenance,
+    ReadCount,
+    SourceMessage,
+)
 from app.vocabulary import Action
 
 PREVIEW_CHARS = 80
@@ -59,32 +66,42 @@ def where(origin: Origin, *, here: int | None) -> str:
     return "added by hand"
 
 
-def listing(
-    memories: Sequence[MemoryRecord],
-    *,
-    total: int,
-    paused: bool,
-    here: int | None,
-    everything: bool,
-) -> str:
-    """The DM for `!memory show` (the ten newest, seed 000) or `!memory show all`."""
-    pause_line = (
-        "\nLearning about you is paused (`!memory resume` turns it back on)." if paused else ""
-    )
+def listing(memories: Sequence[MemoryRecord], *, total: int, paused: bool, here: int | None) -> str:
+    """The DM for `!memory show`: the ten newest (seed 000) and how many more there are."""
     if not memories:
-        return NO_MEMORIES + pause_line
-    lines = [_line(m, here) for m in memories]
-    more = total - len(memories)
-    tail = f"\n…and {more} more: `!memory show all` lists every one." if more > 0 else ""
+        return NO_MEMORIES + _pause_line(paused)
+    lines = [
+        listing_heading(everything=False),
+        *(listing_line(m, here) for m in memories),
+        *listing_footer(more=total - len(memories), paused=paused),
+    ]
+    return "\n".join(lines)
+
+
+def listing_heading(*, everything: bool) -> str:
     heading = "Everything" if everything else "What"
-    return (
-        f"{heading} I remember about you (id · where I learned it · the note):\n"
-        + "\n".join(lines)
-        + tail
-        + pause_line
-        + "\n\nWhere one came from: `!memory why <id>` · remove one: `!memory forget <id>` · "
-        "everything: `!memory forget all`"
-    )
+    return f"{heading} I remember about you (id · where I learned it · the note):"
+
+
+def listing_line(memory: MemoryRecord, here: int | None) -> str:
+    return f"`{memory.id}` · {where(memory.origin, here=here)} · {preview(memory.content)}"
+
+
+def listing_footer(*, more: int, paused: bool) -> list[str]:
+    """The lines after a listing's memories: how many more, the pause state, what to do."""
+    tail = [f"…and {more} more: `!memory show all` lists every one."] if more > 0 else []
+    pause = [_pause_line(paused).strip()] if paused else []
+    return [
+        *tail,
+        *pause,
+        "",
+        "Where one came from: `!memory why <id>` · remove one: `!memory forget <id>` · "
+        "everything: `!memory forget all`",
+    ]
+
+
+def _pause_line(paused: bool) -> str:
+    return "\nLearning about you is paused (`!memory resume` turns it back on)." if paused else ""
 
 
 def search_results(memories: Sequence[MemoryRecord], *, words: str, here: int | None) -> str:
@@ -92,16 +109,12 @@ def search_results(memories: Sequence[MemoryRecord], *, words: str, here: int | 
     asked = preview(words)
     if not memories:
         return f"None of your memories match “{asked}”."
-    lines = [_line(m, here) for m in memories]
+    lines = [listing_line(m, here) for m in memories]
     return (
         f"Your memories that match “{asked}”, best first (id · where I learned it · the note):\n"
         + "\n".join(lines)
         + "\n\nWhere one came from: `!memory why <id>` · remove one: `!memory forget <id>`"
     )
-
-
-def _line(memory: MemoryRecord, here: int | None) -> str:
-    return f"`{memory.id}` · {where(memory.origin, here=here)} · {preview(memory.content)}"
 
 
 def jump_link(source: SourceMessage) -> str:
@@ -161,6 +174,25 @@ def memory_json(record: MemoryRecord, sources: Sequence[SourceMessage]) -> dict[
             for s in sources
         ],
     }
+
+
+def export_head(
+    user_id: int, now: datetime, paused: datetime | None, reads: Sequence[ReadCount]
+) -> Callable[[int], dict[str, Any]]:
+    """The fields each export file starts with (its number among the files); the first
+    also says whether learning is paused and how often the memories were read."""
+    common = {"user_id": str(user_id), "exported_at": now.isoformat()}
+    first = {
+        "learning_paused": paused is not None,
+        "paused_at": paused.isoformat() if paused else None,
+        "reads": {
+            "total": sum(r.reads for r in reads),
+            "by_actor_and_month": [
+                {"actor": r.actor, "month": r.month, "reads": r.reads} for r in reads
+            ],
+        },
+    }
+    return lambda number: {**common, "file": number, **(first if number == 1 else {})}
 
 
 def ledger_json(row: LedgerRow) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 UNKNOWN_CHANNEL = 10003
 UNKNOWN_MESSAGE = 10008
 UNKNOWN_USER = 10013
+REQUEST_TOO_LARGE = 40005
 MISSING_ACCESS = 50001
 CANNOT_DM_USER = 50007
 MISSING_PERMISSIONS = 50013
@@ -41,6 +42,10 @@ class DiscordNotFound(DiscordError):
     """The channel, message or user does not exist (404, e.g. 10003, 10008)."""
 
 
+class DiscordTooLarge(DiscordError):
+    """The files are over Discord's upload limit (413, code 40005): sending again cannot help."""
+
+
 class DiscordUnavailable(DiscordError):
     """Discord kept failing (5xx, timeouts, connection errors) until the attempts ran out."""
 
@@ -57,6 +62,8 @@ def error_for(status: int, code: int | None, message: str) -> DiscordError:
         return DiscordMissingAccess(message, status=status, code=code)
     if status == 404 or code in (UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, UNKNOWN_USER):
         return DiscordNotFound(message, status=status, code=code)
+    if status == 413 or code == REQUEST_TOO_LARGE:
+        return DiscordTooLarge(message, status=status, code=code)
     if status == 429:
         return DiscordRateLimited(message, status=status, code=code)
     if status >= 500:

@@ -1,7 +1,14 @@
-"""Ledger content retention (LEDGER_CONTENT_DAYS, off by default: seed 000 keeps the ledger
-forever). When set, a daily job removes the memory text from ledger rows older than that:
-the storage limit an operator under GDPR would turn on. Runs whose changes lost their text
-are marked, and a rollback of one is refused."""
+"""Ledger retention, both off by default (seed 000 keeps the ledger forever), run by the
+daily prune job.
+
+- Content (LEDGER_CONTENT_DAYS): the memory text is removed from ledger rows older than that,
+  the storage limit an operator under GDPR would turn on. Runs whose changes lost their text
+  are marked, and a rollback of one is refused.
+- Reads (LEDGER_READ_ROLLUP_DAYS): read rows older than that are folded into counts per
+  person, actor and month and removed, so the ledger grows with the changes, not with every
+  reply; exports still report every read. A reply prompt's read that found memories stays a
+  row (an erasure follows it to the reply). At most ROLLUP_BATCHES × ROLLUP_BATCH rows a
+  night, each batch its own transaction; a longer backlog continues the next night."""
 
 from __future__ import annotations
 
@@ -13,6 +20,9 @@ from app.memory import store
 from app.nightly import store as runs
 
 logger = logging.getLogger(__name__)
+
+ROLLUP_BATCH = 5_000
+ROLLUP_BATCHES = 200
 
 
 async def redact_old_ledger_content(
@@ -27,3 +37,19 @@ async def redact_old_ledger_content(
     if run_ids:
         logger.info("ledger content redacted", extra={"runs": sorted(run_ids)})
     return run_ids
+
+
+async def roll_up_old_reads(sessions: SessionFactory, *, days: int | None, now: datetime) -> int:
+    """Fold the read rows older than ``days`` into counts, batch by batch; how many."""
+    if days is None:
+        return 0
+    cutoff, folded = now - timedelta(days=days), 0
+    for _ in range(ROLLUP_BATCHES):
+        async with unit_of_work(sessions) as session:
+            batch = await store.roll_up_reads(session, cutoff=cutoff, limit=ROLLUP_BATCH)
+        folded += batch
+        if batch < ROLLUP_BATCH:
+            break
+    if folded:
+        logger.info("ledger reads rolled up", extra={"reads": folded})
+    return folded

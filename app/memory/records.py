@@ -136,12 +136,13 @@ class Provenance:
 
 
 @dataclass(frozen=True, slots=True)
-class Profile:
-    """Everything the store holds about a person: for an export or an inspection."""
+class ReadCount:
+    """How many times a person's memories were read by one actor in one month (UTC,
+    ``YYYY-MM``): what an export shows of the ledger's reads instead of listing them."""
 
-    memories: list[MemoryRecord]
-    sources: dict[int, list[SourceMessage]]
-    ledger: list[LedgerRow]  # oldest first, reads included
+    actor: str
+    month: str
+    reads: int
 
 
 @dataclass(frozen=True, slots=True)

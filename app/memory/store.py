@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
@@ -17,8 +17,11 @@ from typing import Any
 
 from prometheus_client import Counter
 from sqlalchemy import (
+    Date,
+    Select,
     Text,
     any_,
+    cast,
     delete,
     event,
     exists,
@@ -28,11 +31,13 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
+    union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -50,13 +55,20 @@ from app.memory.records import (
     LogEntry,
     MemoryRecord,
     Origin,
-    Profile,
     Provenance,
+    ReadCount,
     SourceMessage,
     Why,
     encode,
 )
-from app.models.memory import Memory, MemoryLog, MemorySource
+from app.models.memory import (
+    FED_A_REPLY,
+    ROLLUP_CANDIDATES,
+    Memory,
+    MemoryLog,
+    MemoryReadCount,
+    MemorySource,
+)
 from app.vocabulary import FORGOT_MEMORY, FORGOT_PERSON, UNDOABLE, Action, Actor
 
 LOCK_NAMESPACE = "memory-user"
@@ -77,7 +89,7 @@ MEMORY_CHANGES = Counter(
 )
 
 
-def _record(row: Memory) -> MemoryRecord:
+def _record(row: Memory | Row[Any]) -> MemoryRecord:
     origin = Origin(row.origin, row.origin_guild_id)
     return MemoryRecord(
         row.id, row.user_id, row.content, row.source, row.created_at, row.updated_at, origin
@@ -329,7 +341,7 @@ async def sources_of(
         return {}
     rows = await session.scalars(
         select(MemorySource)
-        .where(MemorySource.memory_id.in_(list(memory_ids)))
+        .where(MemorySource.memory_id == any_array(memory_ids))
         .order_by(MemorySource.id)
     )
     found: dict[int, list[SourceMessage]] = {}
@@ -340,7 +352,7 @@ async def sources_of(
     return found
 
 
-def _ledger_row(row: MemoryLog) -> LedgerRow:
+def _ledger_row(row: MemoryLog | Row[Any]) -> LedgerRow:
     return LedgerRow(
         id=row.id,
         memory_id=row.memory_id,
@@ -435,15 +447,171 @@ async def provenance(
     return Provenance(record, sources, [_ledger_row(r) for r in logged])
 
 
-async def profile(session: AsyncSession, user_id: int, why: Why) -> Profile:
-    """All of the person's memories with their sources, and the person's whole ledger
-    history; one logged read of every memory returned."""
-    memories = await recent(session, user_id, why, limit=None)
-    sources = await sources_of(session, [m.id for m in memories])
-    logged = await session.scalars(
-        select(MemoryLog).where(MemoryLog.user_id == user_id).order_by(MemoryLog.id)
+# --- the whole profile, a page at a time (exports and full listings) -----------------------
+
+# Rows per page of a paged read: what one page holds in memory, whatever the profile's size.
+PAGE = 500
+
+
+async def read_everything(session: AsyncSession, user_id: int, why: Why) -> int:
+    """One logged read of all the person's memories, under their lock (so the pages that
+    follow in this transaction see exactly these): Postgres lists the ids into the ledger row,
+    so they are never all held here. How many memories it read."""
+    await lock_owners(session, [user_id])
+    listed = (
+        select(
+            func.coalesce(
+                func.jsonb_agg(
+                    aggregate_order_by(Memory.id, Memory.updated_at.desc(), Memory.id.desc())
+                ),
+                literal([], JSONB),
+            )
+        )
+        .where(Memory.user_id == user_id)
+        .scalar_subquery()
     )
-    return Profile(memories, sources, [_ledger_row(r) for r in logged])
+    read = await session.scalar(
+        insert(MemoryLog)
+        .values(
+            user_id=user_id,
+            actor=why.actor,
+            action=Action.READ,
+            reason=why.reason,
+            after=listed,
+            run_id=why.run_id,
+            trigger=why.trigger,
+        )
+        .returning(func.jsonb_array_length(MemoryLog.after))
+    )
+    return int(read or 0)
+
+
+async def _pages(
+    session: AsyncSession, query: Select[Any], *, size: int, after: Callable[[Row[Any]], Any]
+) -> AsyncIterator[list[Row[Any]]]:
+    """``query``'s rows, ``size`` at a time; ``after(last row)`` selects the next page's
+    (keyset pagination: never an offset, every page one index range)."""
+    page = list(await session.execute(query.limit(size)))
+    while page:
+        yield page
+        if len(page) < size:
+            return
+        page = list(await session.execute(query.where(after(page[-1])).limit(size)))
+
+
+_MEMORY_COLUMNS = (
+    Memory.id,
+    Memory.user_id,
+    Memory.content,
+    Memory.source,
+    Memory.created_at,
+    Memory.updated_at,
+    Memory.origin,
+    Memory.origin_guild_id,
+)
+_LOG_COLUMNS = (
+    MemoryLog.id,
+    MemoryLog.memory_id,
+    MemoryLog.user_id,
+    MemoryLog.actor,
+    MemoryLog.action,
+    MemoryLog.reason,
+    MemoryLog.before,
+    MemoryLog.after,
+    MemoryLog.run_id,
+    MemoryLog.created_at,
+)
+
+
+async def memory_pages(
+    session: AsyncSession, user_id: int, *, size: int = PAGE
+) -> AsyncIterator[list[MemoryRecord]]:
+    """The person's memories, most recently updated first, ``size`` at a time. Not a read
+    of its own: call it after ``read_everything``."""
+    query = (
+        select(*_MEMORY_COLUMNS)
+        .where(Memory.user_id == user_id)
+        .order_by(Memory.updated_at.desc(), Memory.id.desc())
+    )
+
+    def after(last: Row[Any]) -> Any:
+        position = tuple_(literal(last.updated_at), literal(last.id))
+        return tuple_(Memory.updated_at, Memory.id) < position
+
+    async for rows in _pages(session, query, size=size, after=after):
+        yield [_record(row) for row in rows]
+
+
+async def change_pages(
+    session: AsyncSession, user_id: int, *, size: int = PAGE
+) -> AsyncIterator[list[LedgerRow]]:
+    """The person's ledger rows of changes (every action but reads), oldest first, ``size``
+    at a time. Not a read of its own: call it after ``read_everything``."""
+    query = (
+        select(*_LOG_COLUMNS)
+        .where(MemoryLog.user_id == user_id, MemoryLog.action != Action.READ)
+        .order_by(MemoryLog.id)
+    )
+
+    def after(last: Row[Any]) -> Any:
+        return MemoryLog.id > last.id
+
+    async for rows in _pages(session, query, size=size, after=after):
+        yield [_ledger_row(row) for row in rows]
+
+
+async def read_counts(session: AsyncSession, user_id: int) -> list[ReadCount]:
+    """How many times the person's profile was read, per actor and month (UTC), oldest month
+    first: the read rows counted in Postgres (never listed), and those already folded into
+    counts (``roll_up_reads``), in one statement."""
+    month = cast(func.date_trunc("month", func.timezone("UTC", MemoryLog.created_at)), Date)
+    live = (
+        select(MemoryLog.actor, month.label("month"), func.count().label("reads"))
+        .where(MemoryLog.user_id == user_id, MemoryLog.action == Action.READ)
+        .group_by(MemoryLog.actor, month)
+    )
+    folded = select(MemoryReadCount.actor, MemoryReadCount.month, MemoryReadCount.reads).where(
+        MemoryReadCount.user_id == user_id
+    )
+    both = union_all(live, folded).subquery()
+    rows = await session.execute(
+        select(both.c.actor, both.c.month, func.sum(both.c.reads))
+        .group_by(both.c.actor, both.c.month)
+        .order_by(both.c.month, both.c.actor)
+    )
+    return [ReadCount(actor, at.strftime("%Y-%m"), int(n)) for actor, at, n in rows.tuples()]
+
+
+_ROLL_UP = text(
+    f"""
+    WITH picked AS (
+        SELECT id FROM memory_log
+        WHERE {ROLLUP_CANDIDATES} AND created_at < :cutoff
+        ORDER BY id LIMIT :limit
+    ), gone AS (
+        DELETE FROM memory_log AS m USING picked WHERE m.id = picked.id
+        RETURNING m.user_id, m.actor, m.created_at
+    ), counted AS (
+        SELECT user_id, actor,
+               CAST(date_trunc('month', timezone('UTC', created_at)) AS date) AS month,
+               count(*) AS reads
+        FROM gone GROUP BY 1, 2, 3
+    ), kept AS (
+        INSERT INTO memory_read_counts AS c (user_id, actor, month, reads)
+        SELECT user_id, actor, month, reads FROM counted
+        ON CONFLICT (user_id, actor, month) DO UPDATE SET reads = c.reads + excluded.reads
+    )
+    SELECT coalesce(sum(reads), 0) FROM counted
+    """
+)
+
+
+async def roll_up_reads(session: AsyncSession, *, cutoff: datetime, limit: int) -> int:
+    """Fold up to ``limit`` of the oldest read rows from before ``cutoff`` into the monthly
+    counts, and remove them; how many. A reply prompt's read that found memories stays a
+    row: an erasure follows it to the reply that held them (``reply_reads``)."""
+    folded = await session.scalar(_ROLL_UP, {"cutoff": cutoff, "limit": limit})
+    return int(folded or 0)
 
 
 async def mark_reviewed(session: AsyncSession, ids: Collection[int]) -> None:
@@ -793,11 +961,9 @@ async def reply_reads(
         select(MemoryLog.id, MemoryLog.trigger)
         .where(
             MemoryLog.user_id == user_id,
-            MemoryLog.trigger.is_not(None),
-            MemoryLog.actor == Actor.REPLY,
             MemoryLog.action == Action.READ,
+            text(FED_A_REPLY),
             MemoryLog.id > after_id,
-            func.jsonb_array_length(func.coalesce(MemoryLog.after, literal([], JSONB))) > 0,
         )
         .order_by(MemoryLog.id)
         .limit(limit)

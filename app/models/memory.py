@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
+    Date,
     ForeignKey,
     Identity,
     Index,
@@ -25,6 +28,11 @@ SOURCES = ("self", "operator", "import")
 ORIGINS = ("any", "guild", "dm", "unknown")
 ACTORS = tuple(actor.value for actor in Actor)
 ACTIONS = tuple(action.value for action in Action)
+CHANGES = "action <> 'read'"
+# A reply prompt's read that found memories: an erasure follows it to the reply those
+# memories went into (store.reply_reads), so it stays a row. Every other read may be counted.
+FED_A_REPLY = "actor = 'reply' AND trigger IS NOT NULL AND coalesce(after, '[]') <> '[]'"
+ROLLUP_CANDIDATES = f"action = 'read' AND NOT ({FED_A_REPLY})"
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -91,6 +99,10 @@ class MemoryLog(Base):
         Index("ix_memory_log_run", "run_id", "id"),
         Index("ix_memory_log_user", "user_id", "id"),
         Index("ix_memory_log_memory", "memory_id"),
+        # A person's changes without their reads (an export lists every change).
+        Index("ix_memory_log_user_changes", "user_id", "id", postgresql_where=text(CHANGES)),
+        # The reads LEDGER_READ_ROLLUP_DAYS may fold into counts, oldest first.
+        Index("ix_memory_log_rollup", "id", postgresql_where=text(ROLLUP_CANDIDATES)),
         # The write path's "already applied?" check looks up a person's rows by trigger.
         Index(
             "ix_memory_log_user_trigger",
@@ -99,6 +111,19 @@ class MemoryLog(Base):
             postgresql_where=text("trigger IS NOT NULL"),
         ),
     )
+
+
+class MemoryReadCount(Base):
+    """Ledger reads folded into counts by LEDGER_READ_ROLLUP_DAYS: how many read rows of
+    the person's profile an actor wrote in a month (UTC), kept after the rows are removed,
+    so an export still reports every read."""
+
+    __tablename__ = "memory_read_counts"
+
+    user_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    actor: Mapped[str] = mapped_column(Text, primary_key=True)
+    month: Mapped[date] = mapped_column(Date, primary_key=True)  # its first day
+    reads: Mapped[int] = mapped_column(BigInteger)
 
 
 class MemorySource(Base):

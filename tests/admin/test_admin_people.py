@@ -16,6 +16,7 @@ from tests.support.worker import drain
 PATHS = [
     ("GET", f"/users/{ALICE}/memories"),
     ("GET", f"/users/{ALICE}/memory-log"),
+    ("GET", f"/users/{ALICE}/export"),
     ("GET", "/memories/1"),
     ("POST", f"/users/{ALICE}/erase"),
 ]

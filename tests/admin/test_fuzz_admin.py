@@ -49,6 +49,7 @@ ADMIN_OPERATIONS = {
     "GET /nightly/runs/{run_id}",
     "GET /users/{user_id}/memories",
     "GET /users/{user_id}/memory-log",
+    "GET /users/{user_id}/export",
     "GET /memories/{memory_id}",
     "POST /users/{user_id}/erase",
     "GET /erasures/{erasure_id}",

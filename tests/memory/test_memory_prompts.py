@@ -78,7 +78,7 @@ def test_preview_keeps_at_most_80_characters_of_the_note(content: str) -> None:
 
 def test_listing_puts_each_id_and_where_it_was_learned_before_its_note() -> None:
     memories = [MemoryRecord(7, 1, "Alice likes tea."), MemoryRecord(3, 1, "Alice plays go.")]
-    text = listing(memories, total=2, paused=False, here=None, everything=False)
+    text = listing(memories, total=2, paused=False, here=None)
 
     assert "`7` · added by hand · Alice likes tea.\n`3` · added by hand · Alice plays go." in text
 

@@ -13,7 +13,6 @@ from sqlalchemy import text
 from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
-from app.decision.vocabulary import Question
 from tests.support.frames import message_create, message_delete, message_update, next_id
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
@@ -22,6 +21,7 @@ from tests.support.trust_env import (
     CHANNEL_A,
     GUILD_A,
     World,
+    reply_holding_her_memory,
     tonight,
     trust_world,
     writer_or_reply,
@@ -216,18 +216,14 @@ async def test_a_reply_to_bob_that_held_her_memories_is_blanked_by_her_erasure(
 ) -> None:
     scope = RecallScope.PARTICIPANTS
     async with trust_world(settings, monkeypatch, memory_recall_scope=scope) as world:
-        stack = world.stack
-        await world.tell(ALICE, "I keep bees on the roof")
-        stack.jev.answers[Question.WORTH_KEEPING] = 0.0
-        stack.model.responder = lambda body: Text("Bob, Alice's bees are doing well")
-        asked = await world.tell(BOB, "how are Alice's hives?")
+        held = await reply_holding_her_memory(world)
+        asked, to_bob = held["asked"], held["reply"]
         async with sessions() as session:  # his reply's prompt held her memory
             read = await session.scalar(
                 text("SELECT after FROM memory_log WHERE user_id = :u AND trigger = :t"),
                 {"u": ALICE, "t": f"turn:{asked['d']['id']}"},
             )
         assert read and "Fact: <@1000> I keep bees" in world.last_reply_prompt()
-        [to_bob] = [m for m in stack.discord.messages_in(CHANNEL_A) if "Bob," in m["content"]]
 
         await world.tell(ALICE, "!forgetme", mention=False)
 

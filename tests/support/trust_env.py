@@ -110,6 +110,18 @@ async def trust_world(
         yield World(stack)
 
 
+async def reply_holding_her_memory(world: World) -> dict[str, Any]:
+    """Alice tells a fact; Bob asks about her and the bot's reply to him is written from her
+    memory (with participants' recall): that reply, as the Discord fake posted it."""
+    stack = world.stack
+    await world.tell(ALICE, "I keep bees on the roof")
+    stack.jev.answers[Question.WORTH_KEEPING] = 0.0
+    stack.model.responder = lambda body: Text("Bob, Alice's bees are doing well")
+    asked = await world.tell(BOB, "how are Alice's hives?")
+    [to_bob] = [m for m in stack.discord.messages_in(CHANNEL_A) if "Bob," in m["content"]]
+    return {"asked": asked, "reply": to_bob}
+
+
 async def tonight(world: World) -> dict[str, Any]:
     """The operator starts tonight's run through the admin API; the real worker runs it."""
     async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
