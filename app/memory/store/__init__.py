@@ -2,8 +2,8 @@
 
 Every read and change of a person's memories goes through here. Each operation takes the
 owner's lock, writes its ledger row (actor, reason, run, trigger, and before/after in the
-one JSON codec, app/memory/records.py) and returns what it read or changed. Change metrics are counted when
-the transaction commits, so a change that is rolled back never counts.
+one JSON codec, app/memory/records.py) and returns what it read or changed. Change metrics
+are counted when the transaction commits, so a change that is rolled back never counts.
 
 The package splits the roles: rows.py (shared), reads.py, changes.py, erasure.py, ledger.py
 (rollback support), imports.py; this module is its one public face,
