@@ -24,8 +24,10 @@ from app.commands.parser import (
     StaffMemory,
     StaffPin,
     StaffUnpin,
+    StaffUsage,
 )
 from app.commands.render import preview
+from app.commands.usage import report_usage
 from app.db import unit_of_work
 from app.discord.errors import DiscordError
 from app.inbound.frames import MessageCreate
@@ -85,6 +87,8 @@ async def run_staff_command(
             await _unpin(services, message, pin_id)
         case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
             await _channel_setting(services, message, command)
+        case StaffUsage():
+            await _answer(services, message, await report_usage(services, message.guild_id))
 
 
 async def _answer(services: Services, message: MessageCreate, text: str) -> None:

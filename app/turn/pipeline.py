@@ -4,7 +4,8 @@ Decide first, generate second, remember after. Every decision without an answer 
 conservative branch (react 👍, write the reply, no correction, no memory write), and every
 side effect is recorded per trigger so a retried job does it once. Step 6 also applies the
 channel's mode (mention, free, off) and DMS_ENABLED; step 10 shows "typing…" while it writes
-and reads what the message carries (its reply chain, its attachments)."""
+and reads what the message carries (its reply chain, its attachments). Every model call is
+paid for by the speaker in the turn's place (the usage rows)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from app.inbound.frames import Attachment, MessageCreate
 from app.inbound.steps import PostedReply, Step
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
+from app.kit.spend import paid_by
 from app.memory import consent, runs
 from app.memory.consent import Learning
 from app.memory.jobs import enqueue_remember
@@ -99,7 +101,8 @@ async def run_turn(services: Services, message: MessageCreate, attempt: Attempt)
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
     try:
-        await _steps(services, message, attempt)
+        with paid_by(message.guild_id, message.author.id):  # every model call of the turn
+            await _steps(services, message, attempt)
     except Erased:
         log.info("turn stopped: its author's erasure began meanwhile")
         return _finish("erased")
