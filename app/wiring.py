@@ -17,6 +17,7 @@ from app.decision.factory import build_decider
 from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
+from app.discord.refusals import RedisRefusals
 from app.kit.arqueue import create_queue, redis_client
 from app.kit.queue import JobQueue
 from app.kit.redis_target import RedisTarget
@@ -45,7 +46,10 @@ async def open_services(
         shared = version_redis(settings.redis_target)
         stack.push_async_callback(shared.aclose, close_connection_pool=True)
         discord = DiscordClient(
-            http, token=token.get_secret_value(), api_base=settings.discord_api_base
+            http,
+            token=token.get_secret_value(),
+            api_base=settings.discord_api_base,
+            refusals=RedisRefusals(shared),
         )
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
@@ -73,8 +77,9 @@ async def open_services(
 
 
 def version_redis(target: RedisTarget) -> Redis:
-    """A small client for cache versions and rate limits (on the master Sentinel names, with
-    Sentinel): a slow or absent Redis only means no caching and no limits."""
+    """A small client for cache versions, rate limits and Discord's refusals (on the master
+    Sentinel names, with Sentinel): a slow or absent Redis only means no caching, no limits
+    and nothing remembered."""
     return redis_client(target, socket_timeout=1.0, max_connections=8)
 
 

@@ -1,6 +1,6 @@
 """Per-person limits end to end (webhook → real worker → Postgres and Redis → fakes): turns
-and commands per minute and the day's token budgets. Past a limit no model or decision is
-asked, the person hears one short notice, and the event is done."""
+and commands per minute, the day's token budgets, and Discord's error budget. Past a limit no
+model or decision is asked, the person hears one short notice, and the event is done."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
+from app.commands.memory import DM_FAILED
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.discord.fake import FakeDiscord
 from app.turn.limits import COMMANDS_LIMITED, OVER_BUDGET, TURNS_LIMITED
 from app.usage.budget import Budget
 from tests.support.frames import message_create
@@ -55,6 +58,10 @@ def replies_to(stack: Stack, frame: dict[str, Any]) -> list[str]:
         for m in stack.discord.posted
         if (m.get("message_reference") or {}).get("message_id") == mid
     ]
+
+
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 async def test_a_flood_of_mentions_reaches_the_model_at_most_the_limit_and_gets_one_notice(
@@ -134,6 +141,44 @@ async def test_commands_over_the_limit_are_not_run_and_get_one_notice(
         for frame in frames:
             row = await inbox_row(sessions, frame["d"]["id"])
             assert row.handled_at is not None
+
+
+async def test_a_closed_dm_is_asked_once_and_then_backed_off(open_stack: StackFactory) -> None:
+    discord = FakeDiscord(bot_user_id=BOT_ID)
+    discord.dm_closed.add(ALICE)
+    refused_before = counter(
+        "discord_refused_total", route="POST /channels/{channel_id}/messages", status="403"
+    )
+    skipped_before = counter(
+        "discord_skipped_total", route="POST /channels/{channel_id}/messages", status="403"
+    )
+    async with open_stack(discord=discord) as stack:
+        frames = [message_create(content="!memory search tea", author_id=ALICE) for _ in range(4)]
+        await stack.deliver(*frames)
+
+        dm_channel = discord.dm_channels[ALICE]
+        attempts = discord.calls_to("POST", f"/channels/{dm_channel}/messages")
+        assert [c.status for c in attempts] == [403]  # one refusal, then no more asking
+        assert [replies_to(stack, f) for f in frames] == [[DM_FAILED]] * 4
+    route = "POST /channels/{channel_id}/messages"
+    assert counter("discord_refused_total", route=route, status="403") == refused_before + 1
+    assert counter("discord_skipped_total", route=route, status="403") == skipped_before + 3
+
+
+async def test_a_command_whose_answer_discord_refuses_is_not_retried(
+    open_stack: StackFactory, sessions: SessionFactory
+) -> None:
+    discord = FakeDiscord(bot_user_id=BOT_ID)
+    discord.missing_access.add(CHANNEL)
+    async with open_stack(discord=discord) as stack:
+        first, second = (message_create(content="!memory show", author_id=ALICE) for _ in "ab")
+        await stack.deliver(first, second)
+
+        posts = discord.calls_to("POST", f"/channels/{CHANNEL}/messages")
+        assert [c.status for c in posts] == [403]  # the second answer was not even tried
+        for frame in (first, second):
+            row = await inbox_row(sessions, frame["d"]["id"])
+            assert row.handled_at is not None and row.dead_at is None and row.attempts == 1
 
 
 async def test_a_reply_to_the_bot_counts_against_the_turn_limit(
