@@ -155,7 +155,8 @@ async def test_get_usage_refuses_a_day_that_is_not_yyyy_mm_dd(stack: Stack, day:
     async with httpx.AsyncClient(base_url=stack.api, headers=AUTH) as client:
         response = await client.get("/usage", params={"day": day})
     assert response.status_code == 422
-    assert "YYYY-MM-DD" in response.json()["detail"]
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["query", "day"] and "YYYY-MM-DD" in error["msg"]
 
 
 async def test_get_usage_needs_the_admin_secret(stack: Stack) -> None:

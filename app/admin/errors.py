@@ -39,13 +39,6 @@ class NotFound(AdminError):
         super().__init__(ErrorBody(detail=detail))
 
 
-class InvalidQuery(AdminError):
-    status, model, description = 422, ErrorBody, "a query parameter is not what it must be"
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(ErrorBody(detail=detail))
-
-
 class RunAlreadyRolledBack(AdminError):
     status, model, description = 409, AlreadyRolledBackBody, "the run is already rolled back"
 

@@ -8,10 +8,10 @@ from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.exceptions import RequestValidationError
 
 from app.admin.auth import require_admin
 from app.admin.deps import get_sessions
-from app.admin.errors import InvalidQuery, responses
 from app.admin.schemas import AUTH_ERRORS, UsageBody, UsageRowBody, UsageSpent
 from app.db import SessionFactory
 from app.kit.clock import jst_day, utcnow
@@ -26,15 +26,18 @@ BAD_DAY = "day must be a JST date written YYYY-MM-DD, such as 2026-12-04"
 
 
 def parse_day(value: str | None) -> date:
-    """Today (JST) when absent; a clear error for anything but a real YYYY-MM-DD date."""
+    """Today (JST) when absent; for anything but a real YYYY-MM-DD date, the same 422 as any
+    other parameter's (a plain ``date`` parameter would also take a Unix timestamp)."""
     if value is None:
         return jst_day(utcnow())
-    if not _DAY.fullmatch(value):
-        raise InvalidQuery(BAD_DAY)
     try:
-        return date.fromisoformat(value)
+        if _DAY.fullmatch(value):
+            return date.fromisoformat(value)
     except ValueError:
-        raise InvalidQuery(f"{BAD_DAY} ({value} is not a day of the calendar)") from None
+        pass
+    raise RequestValidationError(
+        [{"type": "value_error", "loc": ("query", "day"), "msg": BAD_DAY, "input": value}]
+    )
 
 
 def _spent(spent: Spent) -> UsageSpent:
@@ -46,7 +49,6 @@ def _spent(spent: Spent) -> UsageSpent:
 @router.get(
     "/usage",
     response_model=UsageBody,
-    responses=responses(InvalidQuery, InvalidQuery="the day is not a YYYY-MM-DD date"),
     summary="Model calls and tokens of one JST day, by guild, person and purpose",
 )
 async def usage(
