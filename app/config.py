@@ -121,6 +121,12 @@ class Settings(BaseSettings):
     docker_url: str = "unix:///var/run/docker.sock"
     # Task-agent runs per person in any rolling hour, counted across every worker.
     tasks_per_user_per_hour: PositiveInt = 10
+    # Addressed turns and chat commands per person in any rolling minute (Redis, shared).
+    turns_per_user_per_minute: PositiveInt = 10
+    commands_per_user_per_minute: PositiveInt = 10
+    # Model tokens (input + output, every purpose) per JST day; unset: no cap.
+    daily_tokens_per_user: PositiveInt | None = None
+    daily_tokens_per_guild: PositiveInt | None = None
 
     @field_validator("sandbox_local_unsafe")
     @classmethod
@@ -223,6 +229,8 @@ class Settings(BaseSettings):
         "memory_retention_days",
         "ledger_content_days",
         "ledger_read_rollup_days",
+        "daily_tokens_per_user",
+        "daily_tokens_per_guild",
         "discord_bot_user_id",
         "discord_gateway_url",
         "discord_bot_token",

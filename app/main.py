@@ -28,6 +28,7 @@ from app.admin.endpoints import router as admin_router
 from app.admin.errors import install as install_admin_errors
 from app.admin.inbox import router as inbox_admin_router
 from app.admin.people import router as people_router
+from app.admin.usage import router as usage_router
 from app.config import Settings, get_settings
 from app.db import create_engine, create_session_factory
 from app.directory.store import rules_cache
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(people_router)
     app.include_router(inbox_admin_router)
     app.include_router(channels_router)
+    app.include_router(usage_router)
     app.add_middleware(AdminGate)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["health"])

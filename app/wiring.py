@@ -17,10 +17,12 @@ from app.directory.store import rules_cache
 from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
+from app.discord.refusals import RedisRefusals
 from app.kit.arqueue import create_queue, redis_client
 from app.kit.queue import JobQueue
 from app.kit.redis_target import RedisTarget
 from app.services import Services
+from app.usage.limiter import Limiter
 
 
 @asynccontextmanager
@@ -41,13 +43,16 @@ async def open_services(
         token = settings.discord_bot_token
         if token is None:
             raise RuntimeError("DISCORD_BOT_TOKEN is required by the worker")
+        shared = version_redis(settings.redis_target)
+        stack.push_async_callback(shared.aclose, close_connection_pool=True)
         discord = DiscordClient(
-            http, token=token.get_secret_value(), api_base=settings.discord_api_base
+            http,
+            token=token.get_secret_value(),
+            api_base=settings.discord_api_base,
+            refusals=RedisRefusals(shared),
         )
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
-        versions = version_redis(settings.redis_target)
-        stack.push_async_callback(versions.aclose, close_connection_pool=True)
         bot_id, bot_name = await _identity(settings, discord)
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
@@ -66,13 +71,15 @@ async def open_services(
             attachments=AttachmentFetcher(
                 http, AllowedHosts.parse(settings.discord_attachment_hosts)
             ),
-            channel_rules=rules_cache(versions),
+            channel_rules=rules_cache(shared),
+            limiter=Limiter(shared),
         )
 
 
 def version_redis(target: RedisTarget) -> Redis:
-    """A small client for cache versions (on the master Sentinel names, with Sentinel): a
-    slow or absent Redis only means no caching."""
+    """A small client for cache versions, rate limits and Discord's refusals (on the master
+    Sentinel names, with Sentinel): a slow or absent Redis only means no caching, no limits
+    and nothing remembered."""
     return redis_client(target, socket_timeout=1.0, max_connections=8)
 
 

@@ -51,6 +51,7 @@ from app.privacy.erasure import ERASE
 from app.services import Services
 from app.structured.consolidation import CONSOLIDATE
 from app.turn.events import handle_event
+from app.usage.meter import metered
 from app.wiring import open_services
 
 P = ParamSpec("P")
@@ -91,15 +92,20 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 @instrumented("process_event")
 async def process_event(ctx: dict[str, Any], event_id: str) -> None:
     deadline = time.monotonic() + JOB_TIMEOUT_S  # when ARQ kills this job
-    await handle_event(_services(ctx), event_id, deadline=deadline)
+    services = _services(ctx)
+    async with metered(services.sessions):
+        await handle_event(services, event_id, deadline=deadline)
 
 
 def _task(job: Job[P], metric: str) -> WorkerCoroutine:
-    """ARQ's function for ``job``: its body with this worker's services, instrumented."""
+    """ARQ's function for ``job``: its body with this worker's services, instrumented and
+    metered (its model calls become usage rows)."""
 
     @instrumented(metric)
     async def run(ctx: dict[str, Any], *args: P.args, **kwargs: P.kwargs) -> None:
-        await job.body(_services(ctx), *args, **kwargs)
+        services = _services(ctx)
+        async with metered(services.sessions):
+            await job.body(services, *args, **kwargs)
 
     return run
 

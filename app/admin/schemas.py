@@ -244,6 +244,33 @@ class ChannelSettingsUpdate(CamelModel):
         return clean_persona(value) if value is not None else None
 
 
+class UsageSpent(CamelModel):
+    calls: int = Field(description="model and decision calls, answered or not")
+    input_tokens: int
+    output_tokens: int = Field(
+        description="decision calls over JEV_URL report no tokens (the service does not say)"
+    )
+
+
+class UsageRowBody(UsageSpent):
+    guild_id: str | None = Field(description="the guild; null for DMs (or no guild at all)")
+    user_id: str | None = Field(
+        description="whom the calls were for; null for nobody in particular (episodes, diary)"
+    )
+    purpose: str = Field(
+        description="a chat purpose (reply, memory_text, diary, episode, style, task) or a "
+        "decision question id (is_task, worth_keeping, …)"
+    )
+
+
+class UsageBody(CamelModel):
+    day: date = Field(description="the JST day")
+    guild_id: str | None = Field(description="the guild asked for; null: every guild and DM")
+    total: UsageSpent = Field(description="the whole day there, every row counted")
+    rows: list[UsageRowBody] = Field(description="most tokens first, at most `limit`")
+    more: int = Field(description="rows beyond `limit`, not listed")
+
+
 AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong bearer token"},
     503: {"model": ErrorBody, "description": "ADMIN_SECRET is not set"},

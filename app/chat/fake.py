@@ -62,6 +62,8 @@ class FakeAnthropic:
     responder: Responder | None = None
     default: Reply = field(default_factory=lambda: Text("ok"))
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # The usage each answered request reported, in order: (input tokens, output tokens).
+    served: list[tuple[int, int]] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def push(self, *replies: Reply) -> None:
@@ -94,6 +96,8 @@ class FakeAnthropic:
         if isinstance(reply, Failure):
             return _error(reply)
         n = next(self._ids)
+        usage = {"input_tokens": _count_tokens(body), "output_tokens": 7}
+        self.served.append((usage["input_tokens"], usage["output_tokens"]))
         content: list[dict[str, Any]] = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
@@ -115,7 +119,7 @@ class FakeAnthropic:
                 "content": content,
                 "stop_reason": "tool_use" if isinstance(reply, ToolUse) else "end_turn",
                 "stop_sequence": None,
-                "usage": {"input_tokens": _count_tokens(body), "output_tokens": 7},
+                "usage": usage,
             }
         )
 

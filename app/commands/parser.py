@@ -3,7 +3,7 @@
 `!memory show|show all|why <id>|search <words>|export|pause|resume|forget <id>|forget all`
 (also as `@bot memory …`), `!forgetme`, and the staff commands
 `!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>` and
-`!bot channel [mode <mention|free|off> | persona <text> | persona clear]`."""
+`!bot channel [mode <mention|free|off> | persona <text> | persona clear]`, `!bot usage`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ STAFF_USAGE = (
     "Usage: `!bot memory <user>`, `!bot forget-fact <id>`, "
     "`!bot pin <channel|global> <fact>`, `!bot unpin <id>`, `!bot channel`, "
     "`!bot channel mode <mention|free|off>`, `!bot channel persona <text>`, "
-    "`!bot channel persona clear`."
+    "`!bot channel persona clear`, `!bot usage`."
 )
 
 
@@ -108,6 +108,11 @@ class StaffChannelPersona:
 
 
 @dataclass(frozen=True, slots=True)
+class StaffUsage:
+    """`!bot usage`: today's and this month's model calls and tokens here."""
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """An unknown or malformed sub-command: answer with the usage line."""
 
@@ -132,6 +137,7 @@ StaffCommand = (
     | StaffChannelShow
     | StaffChannelMode
     | StaffChannelPersona
+    | StaffUsage
 )
 Command = MemoryCommand | StaffCommand | ForgetMe | Usage
 
@@ -205,6 +211,8 @@ def _staff(rest: str) -> StaffCommand | Usage:
         return StaffUnpin(pin_id)
     if sub == "channel":
         return _channel(arg)
+    if sub == "usage" and not arg:
+        return StaffUsage()
     if sub == "pin":
         scope_fact = arg.split(maxsplit=1)
         if len(scope_fact) == 2 and scope_fact[0].lower() in ("channel", "global"):

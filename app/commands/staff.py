@@ -24,8 +24,10 @@ from app.commands.parser import (
     StaffMemory,
     StaffPin,
     StaffUnpin,
+    StaffUsage,
 )
 from app.commands.render import preview
+from app.commands.usage import report_usage
 from app.db import unit_of_work
 from app.directory import store as directory
 from app.directory.store import Mode, Rules
@@ -104,6 +106,8 @@ async def run_staff_command(
             await _unpin(services, message, authority, pin_id)
         case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
             await _channel_setting(services, message, authority, command)
+        case StaffUsage():
+            await _answer(services, message, await report_usage(services, message.guild_id))
 
 
 async def _answer(services: Services, message: MessageCreate, text: str) -> None:

@@ -68,7 +68,7 @@ class LoggedDecider:
         elapsed = time.perf_counter() - started
         DECISION_CALLS.labels(question=question.value, outcome=outcome).inc()
         DECISION_LATENCY.labels(question=question.value).observe(elapsed)
-        record_decision()
+        record_decision(question.value)
         fields = {"question": question.value, "latency_ms": round(elapsed * 1000, 1)}
         if outcome == ANSWERED:
             log.info("decision", extra={**fields, "outcome": outcome, "answer": answer})

@@ -17,6 +17,7 @@ from app.decision.base import DecisionAnswer, NoAnswerReason, NoDecision
 from app.decision.instructions import system_prompt
 from app.decision.vocabulary import Kind, Question
 from app.decision.wire import UnfitAnswer, fit_answer
+from app.kit.spend import record_decision_tokens
 
 # Room for one tool call with a short JSON input; the answer is never prose.
 MAX_TOKENS = 256
@@ -73,6 +74,11 @@ class AnthropicDecider:
     ) -> DecisionAnswer:
         tool = answer_tool(question.kind, options)
         message = await self._call(question, prompt, tool)
+        record_decision_tokens(
+            question.value,
+            input_tokens=message.usage.input_tokens,
+            output_tokens=message.usage.output_tokens,
+        )
         calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
         if len(calls) != 1:
             raise BadModelAnswer(f"expected one {tool['name']} call, got {len(calls)}")

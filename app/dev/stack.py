@@ -339,6 +339,9 @@ async def _serve(
     return code
 
 
+PLAYGROUND_PER_MINUTE = 120
+
+
 def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None) -> Settings:
     """The bot's settings: the environment (never ``.env``, the container stack's file) for
     everything else, the stack's own wiring and generated secrets here."""
@@ -356,6 +359,11 @@ def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None)
         wiring["persona_path"] = str(REPO_ROOT / "persona.md")
     if "MEMORY_RECALL" not in os.environ:  # shipped on, as in .env.example and compose
         wiring["memory_recall"] = MemoryRecall.RELEVANT
+    # One developer plays every person here, and quickly: the per-person limits stay on, at
+    # a pace no one typing reaches (set them in the environment to try the real ones).
+    for name in ("TURNS_PER_USER_PER_MINUTE", "COMMANDS_PER_USER_PER_MINUTE"):
+        if name not in os.environ:
+            wiring[name.lower()] = PLAYGROUND_PER_MINUTE
     return Settings(_env_file=None, **wiring)
 
 

@@ -1,5 +1,6 @@
 """Async client for the Discord REST calls the bot makes: per-route rate-limit buckets, retries
-with backoff, typed errors, and idempotent (nonce-enforced) message posting."""
+with backoff, typed errors, idempotent (nonce-enforced) message posting, and an error budget:
+a refused call (401, 403, 404) is never retried and, for a few minutes, not made again."""
 
 from __future__ import annotations
 
@@ -15,8 +16,16 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from prometheus_client import Counter
 
 from app.discord.errors import DiscordError, DiscordRateLimited, DiscordUnavailable, error_for
+from app.discord.refusals import (
+    REFUSAL_TTL_S,
+    TOKEN_REFUSAL_TTL_S,
+    LocalRefusals,
+    Refusal,
+    Refusals,
+)
 from app.discord.split import message_nonce, split_message
 
 log = logging.getLogger(__name__)
@@ -33,6 +42,18 @@ MAX_RATE_LIMIT_WAIT = 60.0
 ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
 # Discord's upload limit for a bot's message without a boosted guild: 10 MiB for all files.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+
+DISCORD_REFUSED = Counter(
+    "discord_refused_total",
+    "Discord answers in the 4xx range (429 included), by route and status: Discord bans the "
+    "IP after 10,000 invalid requests in ten minutes.",
+    ["route", "status"],
+)
+DISCORD_SKIPPED = Counter(
+    "discord_skipped_total",
+    "Discord calls not made because the same call was refused moments ago, by route and status.",
+    ["route", "status"],
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +93,38 @@ class _Route:
     template: str  # e.g. "/channels/{channel_id}/messages", used in errors and logs
     path: str  # the concrete, encoded path
     bucket: str  # method + template + major parameter: one rate-limit bucket
+    person: int | None = None  # whose DM channel a call opens, when no channel is named
 
     @property
     def label(self) -> str:
         return f"{self.method} {self.template}"
 
+    def refusal_key(self, status: int) -> str | None:
+        """What a refusal with ``status`` says no to: the token (401), the route in this
+        channel or for this person (403), the exact path (404); None for other answers."""
+        if status == 401:
+            return "token"
+        if status == 403:
+            return f"{self.bucket} {self.person or ''}"
+        if status == 404:
+            return f"{self.method} {self.path}"
+        return None
 
-def _route(method: str, template: str, path: str, channel_id: int | None = None) -> _Route:
+    @property
+    def refusal_keys(self) -> list[str]:
+        return [key for status in (401, 403, 404) if (key := self.refusal_key(status))]
+
+
+def _route(
+    method: str,
+    template: str,
+    path: str,
+    channel_id: int | None = None,
+    *,
+    person: int | None = None,
+) -> _Route:
     # The channel is Discord's "major parameter": each channel has its own buckets.
-    return _Route(method, template, path, f"{method} {template} {channel_id or ''}")
+    return _Route(method, template, path, f"{method} {template} {channel_id or ''}", person)
 
 
 class DiscordClient:
@@ -97,6 +141,7 @@ class DiscordClient:
         clock: Clock = time.monotonic,
         timeout: float = REQUEST_TIMEOUT,
         max_rate_limit_wait: float = MAX_RATE_LIMIT_WAIT,
+        refusals: Refusals | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -113,6 +158,7 @@ class DiscordClient:
         self._global_until = 0.0
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._dm_channels: dict[int, int] = {}
+        self._refusals = refusals or LocalRefusals(clock)
 
     def __repr__(self) -> str:
         return f"DiscordClient(api_base={self._base!r})"
@@ -186,7 +232,7 @@ class DiscordClient:
     async def open_dm(self, user_id: int) -> int:
         """The DM channel with ``user_id`` (opened once, then remembered)."""
         if user_id not in self._dm_channels:
-            route = _route("POST", "/users/@me/channels", "/users/@me/channels")
+            route = _route("POST", "/users/@me/channels", "/users/@me/channels", person=user_id)
             data = await self._request(route, {"recipient_id": str(user_id)})
             self._dm_channels[user_id] = int(data["id"])
         return self._dm_channels[user_id]
@@ -238,9 +284,15 @@ class DiscordClient:
         attempts: int | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        # One call at a time per bucket, so a quota seen by one call holds for the next.
+        # One call at a time per bucket, so a quota or a refusal seen by one call holds for
+        # the next.
         max_attempts = attempts or self._max_attempts
         async with self._locks[route.bucket]:
+            refused = await self._refusals.recall(route.refusal_keys)
+            if refused is not None:
+                DISCORD_SKIPPED.labels(route=route.label, status=str(refused.status)).inc()
+                log.info("discord call skipped: refused moments ago", extra={"route": route.label})
+                raise refused.error()
             failure: DiscordError | None = None
             for attempt in range(1, max_attempts + 1):
                 await self._wait_for(route.bucket)
@@ -293,12 +345,19 @@ class DiscordClient:
         if status < 400:
             return response
         code, text = _error_body(response)
-        error = error_for(status, code, self._safe(f"{route.label} -> {status} ({code}): {text}"))
+        message = self._safe(f"{route.label} -> {status} ({code}): {text}")
+        error = error_for(status, code, message)
+        if status >= 500:
+            return error
+        DISCORD_REFUSED.labels(route=route.label, status=str(status)).inc()
         if status == 429:
             self._note_rate_limit(route.bucket, response, error)
             return error
-        if status >= 500:
-            return error
+        # Any other 4xx is final: never retried here, and a refusal is not asked again soon.
+        key = route.refusal_key(status)
+        if key is not None:
+            ttl_s = TOKEN_REFUSAL_TTL_S if status == 401 else REFUSAL_TTL_S
+            await self._refusals.remember(key, Refusal(status, code, message), ttl_s)
         raise error
 
     async def _wait_for(self, bucket: str) -> None:

@@ -1,8 +1,10 @@
-"""What a block of work spent on models: decision calls, chat calls and tokens, per purpose.
+"""What a block of work spent on models: decision calls, chat calls and tokens, per purpose,
+and per payer (the guild and person a call was for) and JST day, for the usage rows.
 
 ``with spend_scope() as spend:`` collects everything awaited inside the block, including tasks
 it starts (they inherit the context); nested scopes each see their own share. Calls made outside
-any scope are simply not tracked."""
+any scope are simply not tracked. ``with paid_by(guild_id, user_id):`` names whom the calls
+inside are for; outside it they are nobody's (a DM or no guild, no person)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
+
+from app.kit.clock import jst_day, utcnow
 
 
 @dataclass
@@ -18,6 +23,30 @@ class PurposeSpend:
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+
+    def add(self, calls: int, input_tokens: int, output_tokens: int) -> None:
+        self.model_calls += calls
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Whom a call is for: the guild (None: a DM, or no guild) and the person (None: nobody
+    in particular, such as the nightly diary)."""
+
+    guild_id: int | None = None
+    user_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class UsageKey:
+    """One usage row: a JST day, a payer and a purpose (a chat purpose or a question id)."""
+
+    day: date
+    guild_id: int | None
+    user_id: int | None
+    purpose: str
 
 
 @dataclass
@@ -27,6 +56,8 @@ class Spend:
     input_tokens: int = 0
     output_tokens: int = 0
     by_purpose: dict[str, PurposeSpend] = field(default_factory=dict)
+    # Chat and decision calls alike, by day, payer and purpose: what the usage table records.
+    usage: dict[UsageKey, PurposeSpend] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (the nightly run stores this)."""
@@ -40,11 +71,16 @@ class Spend:
             },
         }
 
+    def charge(self, key: UsageKey, calls: int, input_tokens: int, output_tokens: int) -> None:
+        self.usage.setdefault(key, PurposeSpend()).add(calls, input_tokens, output_tokens)
+
 
 # The open scopes, innermost last; a tuple so a child task's copy of the context stays valid.
 _scopes: contextvars.ContextVar[tuple[Spend, ...]] = contextvars.ContextVar(
     "spend_scopes", default=()
 )
+NOBODY = Payer()
+_payer: contextvars.ContextVar[Payer] = contextvars.ContextVar("spend_payer", default=NOBODY)
 
 
 @contextmanager
@@ -57,18 +93,50 @@ def spend_scope() -> Iterator[Spend]:
         _scopes.reset(token)
 
 
-def record_decision() -> None:
-    for spend in _scopes.get():
+@contextmanager
+def paid_by(guild_id: int | None, user_id: int | None) -> Iterator[None]:
+    token = _payer.set(Payer(guild_id, user_id))
+    try:
+        yield
+    finally:
+        _payer.reset(token)
+
+
+def _key(purpose: str) -> UsageKey:
+    payer = _payer.get()
+    return UsageKey(jst_day(utcnow()), payer.guild_id, payer.user_id, purpose)
+
+
+def record_decision(question: str) -> None:
+    """Count one decision (answered or not); its tokens, when known, come separately."""
+    scopes = _scopes.get()
+    if not scopes:
+        return
+    key = _key(question)
+    for spend in scopes:
         spend.decision_calls += 1
+        spend.charge(key, 1, 0, 0)
+
+
+def record_decision_tokens(question: str, *, input_tokens: int, output_tokens: int) -> None:
+    """The tokens an in-process decision spent (over HTTP the service does not say)."""
+    scopes = _scopes.get()
+    if not scopes:
+        return
+    key = _key(question)
+    for spend in scopes:
+        spend.charge(key, 0, input_tokens, output_tokens)
 
 
 def record_model_call(purpose: str, *, input_tokens: int, output_tokens: int) -> None:
     """Count one model call (successful or not: a failed call has zero tokens)."""
-    for spend in _scopes.get():
+    scopes = _scopes.get()
+    if not scopes:
+        return
+    key = _key(purpose)
+    for spend in scopes:
         spend.model_calls += 1
         spend.input_tokens += input_tokens
         spend.output_tokens += output_tokens
-        spent = spend.by_purpose.setdefault(purpose, PurposeSpend())
-        spent.model_calls += 1
-        spent.input_tokens += input_tokens
-        spent.output_tokens += output_tokens
+        spend.by_purpose.setdefault(purpose, PurposeSpend()).add(1, input_tokens, output_tokens)
+        spend.charge(key, 1, input_tokens, output_tokens)

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from app.db import unit_of_work
 from app.decision.vocabulary import STALE_OPTIONS, Question
+from app.kit.spend import paid_by
 from app.memory import store
 from app.memory.records import MemoryRecord, Why
 from app.services import Services
@@ -63,14 +64,7 @@ async def review_stale(
     outcome = DecayOutcome()
     records = await _load(services, ids, cutoff, run_id)
     outcome.skipped.extend(i for i in ids if i not in {r.id for r in records})
-    answers = await asyncio.gather(
-        *(
-            services.decider.choice(
-                Question.STALE_KEEP, stale_prompt(r.content, r.updated_at, now), STALE_OPTIONS
-            )
-            for r in records
-        )
-    )
+    answers = await asyncio.gather(*(_stale_keep(services, r, now) for r in records))
     for record, answer in zip(records, answers, strict=True):
         if answer is None:
             outcome.unanswered.append(record.id)
@@ -84,6 +78,14 @@ async def review_stale(
     async with unit_of_work(services.sessions) as session:
         await store.mark_reviewed(session, [*outcome.kept, *outcome.unanswered])
     return outcome
+
+
+async def _stale_keep(services: Services, record: MemoryRecord, now: datetime) -> str | None:
+    """The review of one memory, paid for by its owner (in the guild it was learned in)."""
+    with paid_by(record.origin.guild_id, record.user_id):
+        return await services.decider.choice(
+            Question.STALE_KEEP, stale_prompt(record.content, record.updated_at, now), STALE_OPTIONS
+        )
 
 
 async def _delete(services: Services, record: MemoryRecord, run_id: int) -> bool:

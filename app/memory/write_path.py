@@ -19,6 +19,7 @@ from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
 from app.kit.clock import utcnow
+from app.kit.spend import paid_by
 from app.memory import store
 from app.memory.prompts import (
     VerdictLine,
@@ -73,9 +74,23 @@ async def run_write_path(
     run_id: int | None = None,
     trigger: str | None = None,
 ) -> WriteOutcome:
-    """Run the seven steps for ``exchange.speaker_id``; the only profile it can touch."""
+    """Run the seven steps for ``exchange.speaker_id``; the only profile it can touch. Its
+    model calls are the speaker's, in the place the exchange was said."""
     if not exchange.usable:
         return WriteOutcome(stopped="unusable")
+    place = exchange.place
+    with paid_by(place.guild_id if place is not None else None, exchange.speaker_id):
+        return await _write_path(services, exchange, actor=actor, run_id=run_id, trigger=trigger)
+
+
+async def _write_path(
+    services: Services,
+    exchange: Exchange,
+    *,
+    actor: Actor,
+    run_id: int | None,
+    trigger: str | None,
+) -> WriteOutcome:
     # Words read before an erasure must not come back as a memory after it; the margin
     # covers the caller's read of the exchange just before this call.
     read_at = utcnow() - ERASURE_MARGIN

@@ -14,6 +14,7 @@ from app.models import (
     nightly,
     signals,
     structured,
+    usage,
 )
 from app.models.base import Base
 
@@ -29,4 +30,5 @@ __all__ = [
     "nightly",
     "signals",
     "structured",
+    "usage",
 ]

@@ -41,6 +41,7 @@ from app.privacy.store import ErasureRecord, RequestedBy, Status
 from app.services import Services
 from app.signals import store as signals
 from app.turn import store as steps
+from app.usage import store as usage
 from app.vocabulary import Actor
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ RECEIPT_KEYS = (
     "channel_personas",
     "tombstones",
     "mentions_replaced",
+    "usage_rows",
 )
 
 
@@ -528,6 +530,8 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add("pins", await pins.delete_by_creator(session, user_id))
     progress.add("channel_personas", await directory.forget_setter(session, user_id))
     progress.add("tombstones", await channel_log.delete_tombstones(session, author_id=user_id))
+    # Their model usage stays in the totals, as nobody's.
+    progress.add("usage_rows", await usage.forget_person(session, user_id))
     progress.advance()
     return False
 

@@ -32,6 +32,7 @@ from app.kit.clock import utcnow
 from app.kit.locks import try_xact_lock
 from app.kit.logs import log_context
 from app.kit.queue import Job
+from app.kit.spend import paid_by
 from app.memory.write_path import WriteOutcome, run_write_path
 from app.observations import store as observations
 from app.observations.store import Kind, ObservationRecord
@@ -321,13 +322,15 @@ def episode_request(activity: str, previous: str | None) -> str:
 
 
 async def _write_episode(services: Services, batch: Batch) -> str:
+    """The channel's episode, paid for by its guild (nobody in particular)."""
     activity = render_activity(batch.seen, batch.names, services.bot_user_id)
-    text = await services.chat.write(
-        Purpose.EPISODE,
-        system=[EPISODE_SYSTEM],
-        messages=[{"role": "user", "content": episode_request(activity, batch.previous)}],
-        max_tokens=EPISODE_MAX_TOKENS,
-    )
+    with paid_by(batch.place.guild_id if batch.place is not None else None, None):
+        text = await services.chat.write(
+            Purpose.EPISODE,
+            system=[EPISODE_SYSTEM],
+            messages=[{"role": "user", "content": episode_request(activity, batch.previous)}],
+            max_tokens=EPISODE_MAX_TOKENS,
+        )
     summary = text.strip()[:EPISODE_MAX_CHARS]
     if not summary:
         raise ChatFailed("empty episode")

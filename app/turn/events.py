@@ -12,6 +12,7 @@ from app.channel import store as channel_log
 from app.consent.service import Learning
 from app.db import unit_of_work
 from app.directory import store as directory
+from app.discord.errors import DiscordError, DiscordUnavailable
 from app.frames.events import (
     IGNORED,
     Event,
@@ -47,7 +48,8 @@ JOB_LOST = "JobLost"
 async def handle_event(services: Services, event_id: str, *, deadline: float | None = None) -> None:
     """Run one recorded event once more. ``deadline``: ``time.monotonic()`` by which the job
     is killed (None outside a job); a failure is recorded and retried later by the inbox's
-    backoff, or dead-lettered when its attempts are spent."""
+    backoff, or dead-lettered when its attempts are spent. A call Discord refused (a 4xx
+    other than 429) ends the event instead: the retry would be refused the same way."""
     claimed = await _claim(services, event_id)
     if claimed is None:
         return
@@ -56,12 +58,24 @@ async def handle_event(services: Services, event_id: str, *, deadline: float | N
         with _event_context(parsed, event_id):
             if isinstance(parsed, Event) and await _may_run(services, parsed, claimed):
                 attempt = Attempt(event_id, _since(parsed, claimed), deadline, claimed.last)
-                await _route(services, parsed, attempt)
+                await _run(services, parsed, attempt)
             async with unit_of_work(services.sessions) as session:
                 await inbox.mark_handled(session, event_id)
     except Exception as exc:
         await _record_failure(services, event_id, claimed.attempts, type(exc).__name__)
         raise
+
+
+async def _run(services: Services, event: Event, attempt: Attempt) -> None:
+    try:
+        await _route(services, event, attempt)
+    except DiscordError as exc:
+        if isinstance(exc, DiscordUnavailable):
+            raise  # Discord is down: the retry may well get through
+        log.warning(
+            "event ended: Discord refused a call, not retried",
+            extra={"error": type(exc).__name__, "status": exc.status},
+        )
 
 
 async def _claim(services: Services, event_id: str) -> inbox.Claimed | None:

@@ -4,7 +4,9 @@ Decide first, generate second, remember after. Every decision without an answer 
 conservative branch (react 👍, write the reply, no correction, no memory write), and every
 side effect is recorded per trigger so a retried job does it once. Step 6 also applies the
 channel's mode (mention, free, off) and DMS_ENABLED; step 10 shows "typing…" while it writes
-and reads what the message carries (its reply chain, its attachments)."""
+and reads what the message carries (its reply chain, its attachments). Before any decision or
+model call the person's rate limits and the day's token budgets hold (``app/turn/limits.py``),
+and every model call is paid for by the speaker in the turn's place (the usage rows)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from app.frames.events import Attachment, MessageCreate
 from app.kit.attribution import Author, Labels
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
+from app.kit.spend import paid_by
 from app.memory.jobs import enqueue_remember
 from app.memory.recall import PromptMemory, prompt_memory, recall_query
 from app.nightly import store as runs
@@ -52,6 +55,7 @@ from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
+from app.turn.limits import Refused, refuse_command, refuse_turn
 from app.turn.prompt import (
     ChatLine,
     Quoted,
@@ -111,7 +115,8 @@ async def run_turn(services: Services, message: MessageCreate, attempt: Attempt)
     if message.author.bot:  # our own echo is logged when posted; other bots are not turns
         return
     try:
-        await _steps(services, message, attempt)
+        with paid_by(message.guild_id, message.author.id):  # every model call of the turn
+            await _steps(services, message, attempt)
     except Erased:
         log.info("turn stopped: its author's erasure began meanwhile")
         return _finish("erased")
@@ -126,14 +131,19 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
         return _finish("deleted")  # deleted before we got it: never context, never a turn
     message, command = logged
     if command is not None:  # 4
+        if refused := await refuse_command(services, message, attempt.event_id):
+            return _finish(refused)
         await handle_command(services, command, message, attempt.event_id)
         return _finish("command")
     mentioned = is_addressed(message, services.bot_user_id)
     rules = await channel_rules(services, message, mentioned=mentioned)
-    await detect_correction(services, message, attempt)  # 5
     audience = addressing(
         message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
-    )  # 6
+    )  # 6, decided before 5: the limits count only messages that would reach a model
+    corrected = await _bot_message_corrected(services, message)
+    if refused := await within_limits(services, message, attempt, audience, corrected):
+        return _finish(refused)
+    await detect_correction(services, message, attempt, corrected)  # 5
     if audience is Audience.DMS_OFF:
         await dms_off_notice(services, message, attempt.event_id)
     if audience is not Audience.ADDRESSED:
@@ -192,13 +202,37 @@ async def log_message(
     return message, command
 
 
+# Limits ---------------------------------------------------------------------------------
+
+
+async def within_limits(
+    services: Services,
+    message: MessageCreate,
+    attempt: Attempt,
+    audience: Audience,
+    corrected: tuple[int, str] | None,
+) -> Refused | None:
+    """Before any decision or model call: why this message may not reach a model (its
+    person's rate limit or the day's token budget), or None. A message that would ask no
+    model (not addressed, correcting nothing) is not counted."""
+    addressed = audience is Audience.ADDRESSED
+    if not addressed and corrected is None:
+        return None
+    return await refuse_turn(services, message, attempt.event_id, addressed=addressed)
+
+
 # 5. Corrections -------------------------------------------------------------------------
 
 
-async def detect_correction(services: Services, message: MessageCreate, attempt: Attempt) -> None:
-    """A reply to a bot message that Jev calls a correction becomes a signal."""
-    target = await _bot_message_replied_to(services, message)
-    if target is None or not message.content.strip():
+async def detect_correction(
+    services: Services,
+    message: MessageCreate,
+    attempt: Attempt,
+    target: tuple[int, str] | None,
+) -> None:
+    """A reply to a bot message (``target``: its id and text) that Jev calls a correction
+    becomes a signal."""
+    if target is None:
         return
     target_id, said = target
     bot = Author(services.bot_user_id, services.bot_name, is_bot=True)
@@ -216,12 +250,13 @@ async def detect_correction(services: Services, message: MessageCreate, attempt:
         )
 
 
-async def _bot_message_replied_to(
+async def _bot_message_corrected(
     services: Services, message: MessageCreate
 ) -> tuple[int, str] | None:
-    """The bot message this one replies to (id, text): from our log, else from the event."""
+    """The bot message this one may correct, replying to it with words (id, text): from our
+    log, else from the event."""
     target_id = message.reply_to_id
-    if target_id is None:
+    if target_id is None or not message.content.strip():
         return None
     async with services.sessions() as session:
         logged = await channel_log.get_message(session, target_id)

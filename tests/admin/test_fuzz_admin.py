@@ -57,6 +57,7 @@ ADMIN_OPERATIONS = {
     "POST /inbox/{event_id}/replay",
     "GET /channels/{channel_id}/settings",
     "PUT /channels/{channel_id}/settings",
+    "GET /usage",
 }
 # What an admin request may change, fingerprinted row by row.
 TABLES = [

@@ -187,22 +187,22 @@ async def test_build_anthropic_without_a_key_fails_calls_not_construction(
 
 async def test_spend_scope_collects_tasks_started_inside_it() -> None:
     async def one_decision() -> None:
-        record_decision()
+        record_decision("is_task")
 
     with spend_scope() as outer:
         with spend_scope() as inner:
             await asyncio.gather(one_decision(), one_decision())
-        record_decision()
+        record_decision("is_task")
 
     assert inner.decision_calls == 2
     assert outer.decision_calls == 3
 
 
 async def test_calls_outside_a_scope_are_not_tracked() -> None:
-    record_decision()
+    record_decision("is_task")
     with spend_scope() as spend:
         pass
-    record_decision()
+    record_decision("is_task")
 
     assert spend.as_dict() == {
         "decision_calls": 0,

@@ -23,6 +23,7 @@ from app.discord.errors import (
     DiscordUnavailable,
 )
 from app.discord.fake import FakeDiscord, Reaction
+from app.discord.refusals import REFUSAL_TTL_S, LocalRefusals
 from app.discord.split import message_nonce, split_message
 from tests.support.servers import free_port, serve
 
@@ -400,6 +401,63 @@ async def test_unknown_channel_and_message_raise_not_found(rig: Rig) -> None:
     known = rig.fake.seed_message(9, "hello bot", author_id=42)
     await client.add_reaction(9, known, "👍")
     assert rig.fake.reactions_on(known) == ["👍"]
+
+
+async def test_a_refused_dm_is_not_asked_again_until_the_refusal_lapses(rig: Rig) -> None:
+    rig.fake.dm_closed.add(42)
+    client = rig.client()
+    for _ in range(3):
+        with pytest.raises(DiscordDMClosed) as caught:
+            await client.send_dm(42, "hello", nonce_key="ev-20")
+        assert (caught.value.status, caught.value.code) == (403, 50007)
+    assert rig.statuses() == [200, 403]  # the DM channel opened once, refused once
+    rig.time.now += REFUSAL_TTL_S + 1
+    rig.fake.dm_closed.clear()
+    await client.send_dm(42, "hello again", nonce_key="ev-21")
+    assert [m["content"] for m in rig.fake.dms_to(42)] == ["hello again"]
+
+
+async def test_missing_access_holds_for_its_channel_and_route_only(rig: Rig) -> None:
+    rig.fake.missing_access.add(7)
+    client = rig.client()
+    for _ in range(2):
+        with pytest.raises(DiscordMissingAccess):
+            await client.add_reaction(7, 1, "👍")
+    rig.fake.missing_access.clear()
+    await client.send_message(7, "posting is another route", nonce_key="ev-22")
+    await client.add_reaction(8, 1, "👍")  # another channel
+    assert rig.statuses() == [403, 200, 204]
+
+
+async def test_a_404_is_remembered_for_its_exact_path(rig: Rig) -> None:
+    rig.fake.strict_messages = True
+    client = rig.client()
+    for _ in range(2):
+        with pytest.raises(DiscordNotFound):
+            await client.add_reaction(9, 12345, "👍")
+    known = rig.fake.seed_message(9, "hello bot", author_id=42)
+    await client.add_reaction(9, known, "👍")  # the same route, another message
+    assert rig.statuses() == [404, 204]
+
+
+async def test_a_refused_token_stops_every_call_for_a_minute(rig: Rig) -> None:
+    client = rig.client(token="wrong-secret-token-987")
+    with pytest.raises(DiscordError) as caught:
+        await client.get_me()
+    assert caught.value.status == 401
+    with pytest.raises(DiscordError) as caught:
+        await client.send_message(5, "hi", nonce_key="ev-23")
+    assert caught.value.status == 401
+    assert rig.statuses() == [401]
+
+
+async def test_refusals_are_shared_by_clients_through_one_store(rig: Rig) -> None:
+    shared = LocalRefusals(rig.time.clock)
+    rig.fake.missing_access.add(7)
+    for _ in range(2):  # two workers, say
+        with pytest.raises(DiscordMissingAccess):
+            await rig.client(refusals=shared).send_message(7, "hi", nonce_key="ev-24")
+    assert rig.statuses() == [403]
 
 
 async def test_wrong_token_is_an_error_that_never_shows_the_token(rig: Rig) -> None:

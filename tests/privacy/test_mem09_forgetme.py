@@ -299,6 +299,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
         "channel_personas": 1,
         "tombstones": 0,
         "mentions_replaced": 2,  # Bob's message and his episode
+        "usage_rows": 0,  # no worker ran here to meter the calls
     }
     assert all(r.created_at is not None for r in rows)
 

@@ -1,0 +1,58 @@
+"""The day's token budgets (DAILY_TOKENS_PER_USER, DAILY_TOKENS_PER_GUILD): input and output
+tokens of every purpose, per JST day, read from the usage rows in Postgres (the record the
+operator reads too, so the cap and the bill never disagree).
+
+A person's day is a few rows, read fresh for every turn. A guild's day sums every row of its
+people that day, so each worker reads it at most every 30 s (``Services.guild_tokens``): the
+cap may be passed by what the guild spends meanwhile, a rounding error on a day's budget."""
+
+from __future__ import annotations
+
+from datetime import date
+from enum import StrEnum
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.kit.versioned import VersionedCache
+from app.usage import store
+
+GuildTokens = VersionedCache[tuple[date, int], int]
+
+
+class Budget(StrEnum):
+    PERSON = "person"  # DAILY_TOKENS_PER_USER: the person's tokens, everywhere
+    GUILD = "guild"  # DAILY_TOKENS_PER_GUILD: everyone's tokens in the guild
+
+
+def exhausted(
+    person: int | None, guild: int | None, *, per_user: int | None, per_guild: int | None
+) -> Budget | None:
+    """Pure: the budget used up by the day's tokens (the person's first), or None. A cap
+    that is unset, or a total not read (None), never refuses."""
+    if per_user is not None and person is not None and person >= per_user:
+        return Budget.PERSON
+    if per_guild is not None and guild is not None and guild >= per_guild:
+        return Budget.GUILD
+    return None
+
+
+async def over_budget(
+    session: AsyncSession,
+    day: date,
+    *,
+    user_id: int,
+    guild_id: int | None,
+    per_user: int | None,
+    per_guild: int | None,
+    guild_tokens: GuildTokens,
+) -> Budget | None:
+    """The budget ``user_id`` (speaking in ``guild_id``; None: a DM, which no guild pays)
+    has used up on ``day``, if any. No query for a cap that is unset."""
+    person = guild = None
+    if per_user is not None:
+        person = await store.person_tokens(session, day, user_id)
+    if per_guild is not None and guild_id is not None:
+        guild = await guild_tokens.get(
+            (day, guild_id), lambda: store.guild_tokens(session, day, guild_id)
+        )
+    return exhausted(person, guild, per_user=per_user, per_guild=per_guild)
