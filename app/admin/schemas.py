@@ -248,7 +248,7 @@ class UsageSpent(CamelModel):
     calls: int = Field(description="model and decision calls, answered or not")
     input_tokens: int
     output_tokens: int = Field(
-        description="decision calls over JEV_URL report no tokens (the service does not say)"
+        description="a decision over JEV_URL counts the tokens its answer's headers report"
     )
 
 

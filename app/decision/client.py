@@ -9,7 +9,8 @@ import httpx
 
 from app.decision.base import DecisionAnswer, NoAnswerReason, NoDecision
 from app.decision.vocabulary import Question
-from app.decision.wire import fit_answer, request_body
+from app.decision.wire import fit_answer, request_body, tokens_of
+from app.kit.spend import record_decision_tokens
 
 
 class HttpDecider:
@@ -55,4 +56,7 @@ class HttpDecider:
             payload = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise NoDecision("body is not JSON", reason=NoAnswerReason.MALFORMED) from None
-        return fit_answer(question.kind, options, payload)
+        answer = fit_answer(question.kind, options, payload)
+        if (spent := tokens_of(response.headers)) is not None:
+            record_decision_tokens(question.value, input_tokens=spent[0], output_tokens=spent[1])
+        return answer

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from app.decision.base import DecisionAnswer
 from app.decision.vocabulary import Kind, Question
-from app.decision.wire import ANSWER_KEYS, DecideRequest
+from app.decision.wire import ANSWER_KEYS, DecideRequest, token_headers
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class FakeJev:
     down: bool = False
     latency: float = 0.0
     api_key: str | None = None
+    # The tokens each answer reports in its headers, as the shipped service does; None
+    # plays a service that does not say.
+    tokens: tuple[int, int] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def asked(self, question: Question) -> list[dict[str, Any]]:
@@ -88,7 +91,10 @@ class FakeJev:
             decide = DecideRequest.model_validate(body)
         except ValidationError as exc:
             return JSONResponse({"detail": exc.errors(include_url=False)}, status_code=422)
-        return _render(decide.kind, self._reply(decide, body))
+        response = _render(decide.kind, self._reply(decide, body))
+        if self.tokens is not None and response.status_code == 200:
+            response.headers.update(token_headers(*self.tokens))
+        return response
 
     def _reply(self, decide: DecideRequest, body: dict[str, Any]) -> Reply:
         answer = self.answers.get(decide.question)

@@ -45,6 +45,26 @@ class DecideRequest(BaseModel):
         return self
 
 
+# What an answer cost, as headers beside the body (whose shape the CONTRACT fixes): the
+# service's model tokens for this decision. Optional: a service that does not say costs 0.
+INPUT_TOKENS = "x-decision-input-tokens"
+OUTPUT_TOKENS = "x-decision-output-tokens"
+
+
+def token_headers(input_tokens: int, output_tokens: int) -> dict[str, str]:
+    return {INPUT_TOKENS: str(input_tokens), OUTPUT_TOKENS: str(output_tokens)}
+
+
+def tokens_of(headers: Mapping[str, str]) -> tuple[int, int] | None:
+    """Pure: the tokens an answer's headers report, or None when they are missing or not
+    two non-negative integers."""
+    try:
+        spent = int(headers[INPUT_TOKENS]), int(headers[OUTPUT_TOKENS])
+    except (KeyError, ValueError):
+        return None
+    return spent if min(spent) >= 0 else None
+
+
 def request_body(question: Question, prompt: str, options: Sequence[str] | None) -> dict[str, Any]:
     return {
         "question": question.value,

@@ -19,8 +19,9 @@ from fastapi.responses import JSONResponse
 from app.chat.anthropic import anthropic_client
 from app.decision.base import NoDecision
 from app.decision.model import AnthropicDecider, ModelTimeout
-from app.decision.wire import DecideRequest, answer_body
+from app.decision.wire import DecideRequest, answer_body, token_headers
 from app.jev.settings import JevSettings, load_jev_settings
+from app.kit.spend import spend_scope
 
 log = logging.getLogger("app.jev")
 
@@ -75,7 +76,8 @@ def create_app(
     async def decide(body: DecideRequest, request: Request) -> JSONResponse:
         decider: AnthropicDecider = request.app.state.decider
         try:
-            value = await decider.decide(body.question, body.prompt, body.options)
+            with spend_scope() as spend:
+                value = await decider.decide(body.question, body.prompt, body.options)
         except ModelTimeout as exc:
             log.warning("decision timed out", extra={"question": body.question.value})
             return JSONResponse({"detail": str(exc)}, status_code=504)
@@ -86,7 +88,11 @@ def create_app(
             )
             return JSONResponse({"detail": str(exc)}, status_code=502)
         log.info("decision", extra={"question": body.question.value, "answer": value})
-        return JSONResponse(answer_body(body.kind, value))
+        spent = spend.usage.values()
+        tokens = token_headers(
+            sum(p.input_tokens for p in spent), sum(p.output_tokens for p in spent)
+        )
+        return JSONResponse(answer_body(body.kind, value), headers=tokens)
 
     return app
 

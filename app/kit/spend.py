@@ -119,7 +119,8 @@ def record_decision(question: str) -> None:
 
 
 def record_decision_tokens(question: str, *, input_tokens: int, output_tokens: int) -> None:
-    """The tokens an in-process decision spent (over HTTP the service does not say)."""
+    """The tokens a decision spent: the in-process model's, or what the decision service's
+    answer headers report."""
     scopes = _scopes.get()
     if not scopes:
         return

@@ -21,7 +21,14 @@ from app.decision.factory import build_decider
 from app.decision.fake import FakeJev, Raw
 from app.decision.logged import LoggedDecider
 from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Kind, Question
-from app.decision.wire import UnfitAnswer, fit_answer
+from app.decision.wire import (
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    UnfitAnswer,
+    fit_answer,
+    token_headers,
+    tokens_of,
+)
 from app.kit.spend import spend_scope
 from tests.support.servers import free_port, serve
 
@@ -331,3 +338,27 @@ def test_nan_is_never_a_probability() -> None:
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(UnfitAnswer):
             fit_answer(Kind.PROBABILITY, None, {"probability": bad})
+
+
+async def test_the_tokens_the_service_reports_are_counted_for_the_decision(
+    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+) -> None:
+    jev.answers[Question.WORTH_KEEPING] = 0.9
+    jev.tokens = (120, 6)
+    client = decider(http, jev_url)
+
+    with spend_scope() as spend:
+        assert await client.probability(Question.WORTH_KEEPING, "I moved to Osaka") == 0.9
+        jev.tokens = None  # a service that does not say costs no tokens, the call still counts
+        assert await client.probability(Question.WORTH_KEEPING, "and I like it") == 0.9
+
+    [(key, spent)] = spend.usage.items()
+    assert key.purpose == "worth_keeping"
+    assert (spent.model_calls, spent.input_tokens, spent.output_tokens) == (2, 120, 6)
+
+
+def test_token_headers_read_back_and_bad_ones_say_nothing() -> None:
+    assert tokens_of(token_headers(120, 6)) == (120, 6)
+    for bad in ({}, {INPUT_TOKENS: "12"}, {INPUT_TOKENS: "x", OUTPUT_TOKENS: "1"}):
+        assert tokens_of(bad) is None
+    assert tokens_of({INPUT_TOKENS: "-1", OUTPUT_TOKENS: "1"}) is None

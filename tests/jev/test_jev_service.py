@@ -22,6 +22,7 @@ from app.decision.model import (
     ModelTimeout,
 )
 from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Question
+from app.decision.wire import tokens_of
 from app.jev.main import create_app
 from app.jev.settings import JevSettings
 from tests.support.servers import serve
@@ -378,3 +379,15 @@ async def test_in_process_failures_are_typed_errors_and_no_answer(
         await decider.decide(Question.STALE_KEEP, "old memory", STALE_OPTIONS)
     assert caught.value.reason is reason  # type: ignore[attr-defined]
     assert await LoggedDecider(decider).choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None
+
+
+async def test_an_answer_reports_the_tokens_its_model_spent(
+    model: FakeAnthropic, jev: httpx.AsyncClient
+) -> None:
+    model.push(ToolUse("answer_probability", {"probability": 0.73}))
+
+    response = await jev.post("/v1/decide", json=ask(Question.WORTH_KEEPING))
+
+    assert response.json() == {"probability": 0.73}  # the body keeps the CONTRACT's shape
+    [served] = model.served
+    assert tokens_of(response.headers) == served
