@@ -78,6 +78,11 @@ async def seed_memories(conn: asyncpg.Connection, speakers: list[int], count: in
     )
 
 
+# A benchmark drives a few speakers far faster than any person could: the per-person rate
+# limits (a turn or a command per person per minute) would refuse most of its load.
+UNLIMITED = {"TURNS_PER_USER_PER_MINUTE": "1000000", "COMMANDS_PER_USER_PER_MINUTE": "1000000"}
+
+
 def start_process(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """``python <args>`` with its output in ``log``."""
     with log.open("wb") as out:  # the child keeps its own copy of the descriptor

@@ -35,6 +35,7 @@ from redis.asyncio import Redis
 from app.decision.fake import FakeJev
 from app.discord.fake import FakeDiscord
 from bench._rig import (
+    UNLIMITED,
     Summary,
     asyncpg_dsn,
     bench_db,
@@ -273,6 +274,7 @@ async def main() -> None:
     async with serve(discord.app) as discord_url, serve(jev.app) as jev_url:
         env = {
             **os.environ,
+            **UNLIMITED,
             "DATABASE_URL": database_url,
             "REDIS_URL": REDIS_URL,
             "GATEWAY_TOKEN": TOKEN,

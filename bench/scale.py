@@ -48,6 +48,7 @@ from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
 from bench._rig import (
+    UNLIMITED,
     Summary,
     asyncpg_dsn,
     bench_db,
@@ -302,6 +303,7 @@ async def run_shape(
     ):
         env = {
             **os.environ,
+            **UNLIMITED,
             "DATABASE_URL": database_url,
             "REDIS_URL": REDIS_URL,
             "GATEWAY_TOKEN": TOKEN,

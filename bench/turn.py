@@ -37,6 +37,7 @@ from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
 from app.worker import POLL_DELAY_S
 from bench._rig import (
+    UNLIMITED,
     Summary,
     asyncpg_dsn,
     bench_db,
@@ -326,6 +327,7 @@ async def main() -> None:
     ):
         env = {
             **os.environ,
+            **UNLIMITED,
             "DATABASE_URL": database_url,
             "REDIS_URL": REDIS_URL,
             "GATEWAY_TOKEN": TOKEN,

@@ -75,6 +75,10 @@ def fault_settings(private: Private) -> Settings:
         admin_secret="test-admin-secret-8c2e4a6f1d3b5907",
         discord_bot_token="test-bot-token",
         discord_bot_user_id=1000,
+        # A fault run sends each author dozens of mentions a minute; the per-person limits
+        # are not what it tests (tests/e2e/test_limits.py does), so they stay out of the way.
+        turns_per_user_per_minute=10_000,
+        commands_per_user_per_minute=10_000,
         _env_file=None,
     )
 

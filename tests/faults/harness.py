@@ -60,6 +60,8 @@ def worker_env(settings: Settings, anthropic_url: str) -> dict[str, str]:
         CHAT_TIMEOUT_S=str(settings.chat_timeout_s),
         SANDBOX_BACKEND="none",
         WORKER_METRICS_PORT=str(free_port()),
+        TURNS_PER_USER_PER_MINUTE=str(settings.turns_per_user_per_minute),
+        COMMANDS_PER_USER_PER_MINUTE=str(settings.commands_per_user_per_minute),
     )
     return env
 
