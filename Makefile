@@ -2,7 +2,8 @@
 # `make test` for everything but the slow suites; `make all` is what CI runs (.ci/run).
 VENV ?= .venv
 BIN := $(VENV)/bin
-PYTEST := $(BIN)/pytest -q -p no:cacheprovider -n 2
+PYTEST := $(BIN)/pytest -q -p no:cacheprovider
+# Pure tests are CPU-bound: two workers on two cores; the database suites wait on I/O: four.
 
 .PHONY: fast test all lint types imports
 
@@ -17,10 +18,10 @@ imports:
 	$(BIN)/lint-imports
 
 fast: lint types imports
-	$(PYTEST) -m "not services and not slow"
+	$(PYTEST) -n 2 -m "not services and not slow"
 
 test: lint types imports
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -n 4 -m "not slow"
 
 all:
 	bash .ci/run

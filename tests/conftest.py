@@ -38,7 +38,8 @@ SERVICE_FIXTURES = {
     "fault_settings",
     "fault_sessions",
 }
-# Whole suites that start processes or servers of their own, or fuzz: `slow`.
+# Suites and tests that start processes or servers of their own (the relay, kubectl,
+# docker-compose), or fuzz: `slow`.
 SLOW_PATHS = (
     "faults/",
     "browser/",
@@ -47,6 +48,12 @@ SLOW_PATHS = (
     "test_behind_",
     "test_startup_refusals",
     "test_wait_for_schema",
+    "test_api_drain",
+    "test_k8s_manifests",  # kubectl
+    "test_compose",  # docker-compose
+    "test_python_m_app_relay_",  # the relay as its own process
+    "test_the_relay_process_imports_nothing",
+    "test_two_processes_split_the_shards",
 )
 
 
