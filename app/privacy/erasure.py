@@ -81,6 +81,7 @@ ORDER = list(Phase)
 RECEIPT_KEYS = (
     "memories",
     "ledger_rows_redacted",
+    "ledger_read_counts",
     "messages",
     "dm_messages",
     "replies_blanked",
@@ -392,6 +393,7 @@ async def _ledger(session: AsyncSession, who: Who, progress: Progress) -> bool:
     )
     progress.add("ledger_rows_redacted", redacted)
     if last is None:
+        progress.add("ledger_read_counts", await store.forget_read_counts(session, who.user_id))
         progress.advance()
     else:
         progress.cursor = last

@@ -117,3 +117,8 @@ async def test_after_a_rollup_an_erasure_still_blanks_the_replies_that_held_her_
                 text("SELECT content FROM messages WHERE id = :i"), {"i": int(to_bob["id"])}
             )
         assert kept == ""
+        async with sessions() as session:
+            folded = await session.scalar(
+                text("SELECT count(*) FROM memory_read_counts WHERE user_id = :u"), {"u": ALICE}
+            )
+        assert folded == 0  # her folded read counts went with the erasure

@@ -23,6 +23,7 @@ from app.memory.store.changes import (
 from app.memory.store.erasure import (
     erase_batch,
     erased_users,
+    forget_read_counts,
     learned_from,
     purge_expired,
     record_erasure,
@@ -96,6 +97,7 @@ __all__ = [
     "erase_batch",
     "erased_users",
     "forget_everything",
+    "forget_read_counts",
     "forgotten",
     "get",
     "history",

@@ -36,6 +36,7 @@ from app.models.memory import (
     FED_A_REPLY,
     Memory,
     MemoryLog,
+    MemoryReadCount,
     MemorySource,
 )
 from app.vocabulary import Action, Actor
@@ -209,3 +210,14 @@ async def redact_content_before(session: AsyncSession, cutoff: datetime) -> set[
     statement = text(_REDACT.format(scope="created_at < :cutoff") + " RETURNING run_id")
     result = await session.execute(statement, {"marker": json.dumps(REDACTED), "cutoff": cutoff})
     return {run_id for (run_id,) in result if run_id is not None}
+
+
+async def forget_read_counts(session: AsyncSession, user_id: int) -> int:
+    """The person's folded read counts (``LEDGER_READ_ROLLUP_DAYS``), deleted by owner: an
+    erasure leaves no row keyed by them in that table. The number of rows."""
+    result = await session.execute(
+        delete(MemoryReadCount)
+        .where(MemoryReadCount.user_id == user_id)
+        .returning(MemoryReadCount.user_id)
+    )
+    return len(result.all())
