@@ -107,7 +107,8 @@ async def run_staff_command(
         case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
             await _channel_setting(services, message, authority, command)
         case StaffUsage():
-            await _answer(services, message, await report_usage(services, message.guild_id))
+            log_act(authority, "staff usage shown")
+            await _answer(services, message, await report_usage(services, authority.guild_id))
 
 
 async def _answer(services: Services, message: MessageCreate, text: str) -> None:

@@ -4,6 +4,7 @@ fake chat model and decision service served (webhook → real worker → Postgre
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -72,7 +73,10 @@ def figures(line: str) -> tuple[int, int]:
     return int(found[1]), int(found[2])
 
 
-async def test_bot_usage_and_get_usage_agree_with_what_the_fakes_served(stack: Stack) -> None:
+async def test_bot_usage_and_get_usage_agree_with_what_the_fakes_served(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.commands.staff")
     alice = await served_while(
         stack,
         GUILD,
@@ -98,6 +102,8 @@ async def test_bot_usage_and_get_usage_agree_with_what_the_fakes_served(stack: S
     ask = message_create(content="!bot usage", author_id=STAFF, author_name="staff")
     await stack.deliver(ask)
     [answer] = [m["content"] for m in stack.replies() if answers(m, ask)]
+    shown = [r for r in caplog.records if r.getMessage() == "staff usage shown"]
+    assert [(r.__dict__["staff_id"], r.__dict__["guild_id"]) for r in shown] == [(STAFF, GUILD)]
     for section in periods(answer, "Today", "This month"):  # one day: the same figures
         assert figures(section[0]) == totals(guild)  # Carol's DM is not this guild's
         purposes = {line[2:].split(":")[0]: figures(line) for line in section[1:-1]}
