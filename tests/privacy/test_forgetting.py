@@ -263,6 +263,21 @@ async def traces_left(
     return found
 
 
+async def rows_keyed_by(
+    sessions: SessionFactory, user_id: int, tables: tuple[str, ...]
+) -> dict[str, int]:
+    async with sessions() as session:
+        return {
+            table: int(
+                await session.scalar(
+                    text(f'SELECT count(*) FROM "{table}" WHERE user_id = :u'), {"u": user_id}
+                )
+                or 0
+            )
+            for table in tables
+        }
+
+
 async def bobs_rows(sessions: SessionFactory) -> dict[str, list[str]]:
     """Everything Bob wrote and everything kept about him, as text."""
     async with sessions() as session:
@@ -346,6 +361,12 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
         await world.tell(ALICE, "!forgetme", mention=False)
 
         assert await traces_left(sessions, MARKERS) == []  # nothing of what she wrote
+        # Nor a row kept under her id where she is a key, not a name (her folded read counts,
+        # her model usage: the usage stays in the totals as nobody's).
+        assert await rows_keyed_by(sessions, ALICE, ("memory_read_counts", "model_usage")) == {
+            "memory_read_counts": 0,
+            "model_usage": 0,
+        }
         # Her names remain only in what Bob wrote and what is kept about him, as he wrote it
         # (less the mention of her id).
         assert {table for table, _, _ in await traces_left(sessions, NAMES)} <= {
