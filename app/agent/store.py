@@ -51,14 +51,10 @@ def compact_turn(turn: Turn) -> Turn:
     return [turn[0], turn[-1]] if len(turn) > 2 else turn
 
 
-def trim_turns(turns: list[Turn], limits: SessionLimits) -> list[Turn]:
+def trim_stored(turns: list[StoredTurn], limits: SessionLimits) -> list[StoredTurn]:
     """Keep the newest whole turns within both limits; never split a turn's messages.
 
     A newest turn too big on its own is kept in compact form (request and answer)."""
-    return [t.messages for t in trim_stored([StoredTurn(t, None) for t in turns], limits)]
-
-
-def trim_stored(turns: list[StoredTurn], limits: SessionLimits) -> list[StoredTurn]:
     kept: list[StoredTurn] = []
     total = 0
     for turn in reversed(turns[-limits.max_turns :]):

@@ -6,7 +6,14 @@ import asyncio
 
 from sqlalchemy import select
 
-from app.agent.store import SessionLimits, SessionStore, Turn, trim_turns, turn_size
+from app.agent.store import (
+    SessionLimits,
+    SessionStore,
+    StoredTurn,
+    Turn,
+    trim_stored,
+    turn_size,
+)
 from app.db import SessionFactory
 from app.models.agent import AgentSession
 
@@ -21,6 +28,11 @@ def tool_turn(n: int, result: str = "r") -> Turn:
         },
         {"role": "assistant", "content": [{"type": "text", "text": f"answer {n}"}]},
     ]
+
+
+def trim_turns(turns: list[Turn], limits: SessionLimits) -> list[Turn]:
+    """The kept turns' messages, for turns of unknown authorship."""
+    return [t.messages for t in trim_stored([StoredTurn(t, None) for t in turns], limits)]
 
 
 def test_only_the_newest_turns_are_kept() -> None:
