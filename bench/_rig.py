@@ -21,7 +21,7 @@ import httpx
 from tests.support.frames import message_create
 from tests.support.servers import serve as serve_app
 
-PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5432")
+PG = os.environ.get("BENCH_PG", "postgres@127.0.0.1:5433")
 # Several people benchmark on one machine: BENCH_DB names the databases (each benchmark adds
 # its own suffix) and BENCH_REDIS_URL the Redis database, so runs never share them.
 DB_PREFIX = os.environ.get("BENCH_DB", "bot_bench")

@@ -1,6 +1,8 @@
 """Shared fixtures: a real Postgres database migrated with Alembic, a real Redis, settings.
 
 Each test starts from empty tables (TRUNCATE) so end-to-end tests can commit freely.
+The Postgres must have pgvector (`.ci/postgres` starts one on 127.0.0.1:5433); TEST_PG_HOST,
+TEST_PG_PORT and TEST_PG_USER point elsewhere, TEST_REDIS_PORT at another Redis.
 Parallel runs (several developers on one machine) pick their own database and Redis db via
 TEST_DATABASE_NAME and TEST_REDIS_DB; under pytest-xdist each worker (gw0, gw1, …) adds its
 own suffix to the database and its index to the Redis db."""
@@ -66,6 +68,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 PG_HOST = os.environ.get("TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("TEST_PG_PORT", "5433"))
 PG_USER = os.environ.get("TEST_PG_USER", "postgres")
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _WORKER_INDEX = int(XDIST_WORKER.removeprefix("gw") or 0) if XDIST_WORKER else 0
@@ -73,12 +76,13 @@ DB_NAME = os.environ.get("TEST_DATABASE_NAME", "bot_test") + (
     f"_{XDIST_WORKER}" if XDIST_WORKER else ""
 )
 REDIS_DB = int(os.environ.get("TEST_REDIS_DB", "9")) + _WORKER_INDEX
-DATABASE_URL = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{DB_NAME}"
-REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
+REDIS_PORT = int(os.environ.get("TEST_REDIS_PORT", "6379"))
+DATABASE_URL = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{DB_NAME}"
+REDIS_URL = f"redis://127.0.0.1:{REDIS_PORT}/{REDIS_DB}"
 
 
 async def _recreate_database() -> None:
-    conn = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
         await conn.execute(f'CREATE DATABASE "{DB_NAME}"')

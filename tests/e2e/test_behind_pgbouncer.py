@@ -15,7 +15,7 @@ import pytest
 from app.config import Settings
 from app.db import SessionFactory
 from app.ops.schema import load_migrations, wait_for_schema
-from tests.conftest import DB_NAME, PG_HOST, PG_USER, run_migrations
+from tests.conftest import DB_NAME, PG_HOST, PG_PORT, PG_USER, run_migrations
 from tests.support.core_flow import FACT, REPLY, run_core_flow
 from tests.support.proxies import PGBOUNCER, PrivatePgBouncer
 from tests.support.stack import running_stack
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(PGBOUNCER is None, reason="pgbouncer is not inst
 
 @pytest.fixture(scope="module")
 def pgbouncer() -> Iterator[PrivatePgBouncer]:
-    bouncer = PrivatePgBouncer(PG_HOST, 5432, PG_USER)
+    bouncer = PrivatePgBouncer(PG_HOST, PG_PORT, PG_USER)
     bouncer.start()
     try:
         yield bouncer

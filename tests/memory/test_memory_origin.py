@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic import command
 from app.channel.exchange import DM, Place
 from app.memory.records import ANY, DM_ONLY, UNKNOWN, Origin
-from tests.conftest import DB_NAME, PG_HOST, PG_USER
+from tests.conftest import DB_NAME, PG_HOST, PG_PORT, PG_USER
 
 A, B = Place(500), Place(600)
 
@@ -60,14 +60,14 @@ T0 = datetime(2026, 11, 20, 12, tzinfo=UTC)
 def _alembic(revision: str) -> None:
     config = Config("alembic.ini")
     config.set_main_option(
-        "sqlalchemy.url", f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{MIGRATION_DB}"
+        "sqlalchemy.url", f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{MIGRATION_DB}"
     )
     config.attributes["configure_logger"] = False
     command.upgrade(config, revision)
 
 
 async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
     try:
         await conn.execute(sql)
     finally:
@@ -79,7 +79,7 @@ def at_0004() -> Iterator[str]:
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{MIGRATION_DB}" WITH (FORCE)'))
     asyncio.run(_admin(f'CREATE DATABASE "{MIGRATION_DB}"'))
     _alembic("0004")
-    yield f"postgresql://{PG_USER}@{PG_HOST}:5432/{MIGRATION_DB}"
+    yield f"postgresql://{PG_USER}@{PG_HOST}:{PG_PORT}/{MIGRATION_DB}"
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{MIGRATION_DB}" WITH (FORCE)'))
 
 

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from app.ops.schema import Migrations, SchemaState, judge, load_migrations
-from tests.conftest import DB_NAME, PG_HOST, PG_USER
+from tests.conftest import DB_NAME, PG_HOST, PG_PORT, PG_USER
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = Migrations(heads=frozenset({"0007"}), known=frozenset({"0001", "0006", "0007"}))
@@ -44,7 +44,7 @@ def test_this_releases_migrations_have_one_head() -> None:
 def wait(database: str, timeout: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": "/usr/bin:/bin",
-        "DATABASE_URL": f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{database}",
+        "DATABASE_URL": f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}",
     }
     return subprocess.run(
         [sys.executable, "-m", "app", "wait-for-schema", "--timeout", timeout],
@@ -61,7 +61,7 @@ def empty_database() -> Iterator[str]:
     name = f"{DB_NAME}_unmigrated"
 
     async def run(statement: str) -> None:
-        conn = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+        conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
         try:
             await conn.execute(statement)
         finally:

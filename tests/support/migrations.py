@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from alembic import command
 from app.db import create_engine
-from tests.conftest import DB_NAME, PG_HOST, PG_USER
+from tests.conftest import DB_NAME, PG_HOST, PG_PORT, PG_USER
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +37,8 @@ def _migrate(url: str, revision: str, down: bool) -> None:
 async def database_at(suffix: str, revision: str) -> AsyncIterator[ScratchDatabase]:
     """A fresh database named after the test database and ``suffix``, at ``revision``."""
     name = f"{DB_NAME}_{suffix}"
-    url = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:5432/{name}"
-    admin = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+    url = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    admin = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
     await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     await admin.execute(f'CREATE DATABASE "{name}"')
     await asyncio.to_thread(_migrate, url, revision, False)
