@@ -235,13 +235,28 @@ def image_of(ref: AttachmentRef, data: bytes) -> Image | Named:
 
 
 def text_of(ref: AttachmentRef, data: bytes, *, truncated: bool) -> TextFile:
-    """The file's text in its declared charset (UTF-8 otherwise); a character cut by the
-    limit is dropped rather than mangled."""
-    try:
-        decoder = codecs.getincrementaldecoder(_charset(ref.content_type))(errors="replace")
-    except LookupError:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    return TextFile(ref, decoder.decode(data, final=not truncated), truncated)
+    """The file's text in its declared charset, or as UTF-8 when that charset is unknown,
+    is no text encoding (``zlib_codec``, ``base64``) or cannot decode at all (``undefined``);
+    bad bytes become U+FFFD either way, and a character cut by the limit is dropped rather
+    than mangled."""
+    declared = _charset(ref.content_type)
+    if declared != "utf-8":
+        try:
+            return TextFile(ref, _decode(data, declared, final=not truncated), truncated)
+        except (LookupError, ValueError, TypeError):
+            pass  # a codec's own errors derive from these (UnicodeError, zlib.error…)
+    return TextFile(ref, _decode(data, "utf-8", final=not truncated), truncated)
+
+
+def _decode(data: bytes, charset: str, *, final: bool) -> str:
+    """``data`` as text in ``charset``; LookupError for anything that is not a text codec."""
+    if not codecs.lookup(charset)._is_text_encoding:
+        raise LookupError(f"{charset} is not a text encoding")
+    decoder = codecs.getincrementaldecoder(charset)(errors="replace")
+    text = decoder.decode(data, final=final)
+    if not isinstance(text, str):  # a codec registered by some library may still lie
+        raise LookupError(f"{charset} does not decode to text")
+    return text
 
 
 def _charset(content_type: str | None) -> str:

@@ -144,6 +144,13 @@ def test_a_truncated_text_file_says_so_and_drops_a_cut_character() -> None:
     assert latin.text == "café"
 
 
+@pytest.mark.parametrize("charset", ["undefined", "zlib_codec", "base64", "utf-16", "nope"])
+def test_a_charset_that_cannot_decode_text_is_read_as_utf8_with_replacement(charset: str) -> None:
+    declared = ref("notes.txt", f"text/plain; charset={charset}")
+    item = text_of(declared, "naïve \xff".encode("latin-1"), truncated=False)
+    assert item.text == "na\ufffdve \ufffd"
+
+
 def test_a_label_names_the_file_its_type_and_its_size() -> None:
     assert label("notes.txt", "text/plain; charset=utf-8", 2048) == "notes.txt (text/plain, 2 KB)"
     assert label("  a\nb.png ", None, 5) == "a b.png (unknown type, 5 B)"

@@ -23,6 +23,7 @@ from app.kit.attribution import read_lines
 from app.models.agent import AgentSession
 from app.models.messages import Message
 from tests.support.frames import message_create
+from tests.support.inbox import inbox_row
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
 
@@ -68,6 +69,24 @@ async def test_an_image_and_a_text_file_reach_the_chat_model_with_their_content(
     assert logged is not None
     assert [a["filename"] for a in logged.attachments] == ["cat.png", "deploy.log"]
     assert "url" not in json.dumps(logged.attachments)  # names, types and sizes only
+
+
+async def test_a_file_declaring_a_charset_that_is_no_text_codec_is_read_as_utf8(
+    stack: Stack, sessions: SessionFactory
+) -> None:
+    odd = [
+        stack.cdn.attachment(f"{name}.txt", "Grüße\n".encode(), f"text/plain; charset={name}")
+        for name in ("undefined", "zlib_codec")
+    ]
+    message = message_create(content=f"{MENTION} read these", attachments=odd)
+    await stack.deliver(message)
+
+    [request] = stack.model.requests
+    files = [b["text"] for b in blocks_of(request) if "<file name=" in b.get("text", "")]
+    assert len(files) == 2 and all("Grüße" in text for text in files)
+    assert stack.replies()[0]["content"] == "Hello from the model!"  # the turn went on
+    row = await inbox_row(sessions, message["d"]["id"])
+    assert row.handled_at is not None and row.dead_at is None and row.attempts == 1
 
 
 async def test_unlisted_hosts_and_images_over_5_mb_are_named_and_never_fetched(
