@@ -154,14 +154,18 @@ async def log_bot_message(
 
 
 async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -> bool:
-    """Apply an edit's new content; partial updates without content change nothing. An edit
-    of a message not logged yet is kept (the newest one) until the message arrives."""
+    """Apply an edit's new content, in Discord's order (its ``edited_timestamp``, else ``at``,
+    when it arrived): an edit older than the text logged changes nothing, so a late delivery
+    never brings back words their author edited away. Partial updates without content change
+    nothing; an edit of a message not logged yet is kept (the newest one) until the message
+    arrives. True when the edit is now the message's text (applied, or kept as the newest)."""
     if edit.content is None:
         return False
     edited_at = edit.edited_timestamp or at
+    not_newer = Message.edited_at.is_(None) | (Message.edited_at <= edited_at)
     result = await session.execute(
         update(Message)
-        .where(Message.id == edit.id, Message.deleted_at.is_(None))
+        .where(Message.id == edit.id, Message.deleted_at.is_(None), not_newer)
         .values(
             content=edit.content,
             edited_at=edited_at,
@@ -173,11 +177,12 @@ async def apply_edit(session: AsyncSession, edit: MessageUpdate, at: datetime) -
     if result.scalar_one_or_none() is not None:
         return True
     if await session.get(Message, edit.id) is None:
-        await _keep_early_edit(session, edit, edited_at)
+        return await _keep_early_edit(session, edit, edited_at)
     return False
 
 
-async def _keep_early_edit(session: AsyncSession, edit: MessageUpdate, edited_at: datetime) -> None:
+async def _keep_early_edit(session: AsyncSession, edit: MessageUpdate, edited_at: datetime) -> bool:
+    """Keep the edit until its message arrives, unless a newer one is kept already."""
     author = edit.author.id if edit.author is not None else None
     statement = insert(MessageTombstone).values(
         message_id=edit.id,
@@ -187,7 +192,7 @@ async def _keep_early_edit(session: AsyncSession, edit: MessageUpdate, edited_at
         edited_at=edited_at,
     )
     newer = MessageTombstone.edited_at.is_(None) | (MessageTombstone.edited_at <= edited_at)
-    await session.execute(
+    result = await session.execute(
         statement.on_conflict_do_update(
             index_elements=[MessageTombstone.message_id],
             set_={
@@ -198,8 +203,9 @@ async def _keep_early_edit(session: AsyncSession, edit: MessageUpdate, edited_at
                 ),
             },
             where=newer,
-        )
+        ).returning(MessageTombstone.message_id)
     )
+    return result.scalar_one_or_none() is not None
 
 
 async def mark_deleted(

@@ -169,8 +169,9 @@ async def _route(services: Services, event: Event, attempt: Attempt) -> None:
     async with unit_of_work(services.sessions) as session:
         match data:
             case MessageUpdate():
-                await channel_log.apply_edit(session, data, utcnow())
-                await observations.observe_edit(session, data, event_id, learning)
+                # An edit older than the text logged is no news: not observed either.
+                if await channel_log.apply_edit(session, data, utcnow()):
+                    await observations.observe_edit(session, data, event_id, learning)
             case MessageDelete() | MessageDeleteBulk():
                 ids = [data.id] if isinstance(data, MessageDelete) else data.ids
                 await observations.observe_deletes(
