@@ -20,6 +20,9 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGES = 4
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_TEXT_BYTES = 100 * 1024
+# All the text files of one message together: two whole files, or more of them cut short
+# (about 50,000 tokens of English), however many a message attaches.
+MAX_TEXT_TOTAL_BYTES = 200 * 1024
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _LOOPBACK_NAMES = frozenset({"localhost"})
 
@@ -36,6 +39,7 @@ class Skip(StrEnum):
     TYPE = "not an image or a text file"
     SIZE = "over the size limit"
     COUNT = f"more than {MAX_IMAGES} images"
+    TOTAL = f"past the {MAX_TEXT_TOTAL_BYTES // 1024} KB of file text one message may show"
     HOST = "not on an allowed host"
     FAILED = "it could not be fetched"
 
@@ -64,6 +68,7 @@ class Planned:
     ref: AttachmentRef
     kind: Kind
     skip: Skip | None = None
+    limit: int = 0  # the bytes it may bring: its cap, or (a text file) its share of the total
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +83,7 @@ class TextFile:
     ref: AttachmentRef
     text: str
     truncated: bool
+    limit: int = MAX_TEXT_BYTES  # the bytes it was read to (its share of the message's total)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +192,11 @@ def _loopback(host: str) -> bool:
 
 def plan(refs: Sequence[AttachmentRef], hosts: AllowedHosts) -> list[Planned]:
     """Decide each attachment before anything is fetched: the first four images within
-    5 MB and every text file (read up to 100 KB) from an allowed host; the rest named."""
+    5 MB, and text files in order, each read up to 100 KB (or its declared size) while the
+    message's 200 KB of file text last, from an allowed host; the rest named. The limits
+    are reserved here, so what is read can never exceed them, whatever the files hold."""
     planned: list[Planned] = []
-    images = 0
+    images, text_left = 0, MAX_TEXT_TOTAL_BYTES
     for ref in refs:
         kind = _kind(ref)
         if kind is Kind.NAMED:
@@ -197,11 +205,17 @@ def plan(refs: Sequence[AttachmentRef], hosts: AllowedHosts) -> list[Planned]:
             planned.append(Planned(ref, Kind.NAMED, Skip.SIZE))
         elif kind is Kind.IMAGE and images >= MAX_IMAGES:
             planned.append(Planned(ref, Kind.NAMED, Skip.COUNT))
+        elif kind is Kind.TEXT and text_left <= 0:
+            planned.append(Planned(ref, Kind.NAMED, Skip.TOTAL))
         elif not hosts.allows(ref.url):
             planned.append(Planned(ref, Kind.NAMED, Skip.HOST))
+        elif kind is Kind.IMAGE:
+            images += 1
+            planned.append(Planned(ref, kind, limit=MAX_IMAGE_BYTES))
         else:
-            images += kind is Kind.IMAGE
-            planned.append(Planned(ref, kind))
+            share = min(MAX_TEXT_BYTES, text_left, max(ref.size, 0))
+            text_left -= share
+            planned.append(Planned(ref, kind, limit=share))
     return planned
 
 
@@ -234,7 +248,9 @@ def image_of(ref: AttachmentRef, data: bytes) -> Image | Named:
     return Image(ref, media_type, data) if media_type is not None else Named(ref, Skip.TYPE)
 
 
-def text_of(ref: AttachmentRef, data: bytes, *, truncated: bool) -> TextFile:
+def text_of(
+    ref: AttachmentRef, data: bytes, *, truncated: bool, limit: int = MAX_TEXT_BYTES
+) -> TextFile:
     """The file's text in its declared charset, or as UTF-8 when that charset is unknown,
     is no text encoding (``zlib_codec``, ``base64``) or cannot decode at all (``undefined``);
     bad bytes become U+FFFD either way, and a character cut by the limit is dropped rather
@@ -242,10 +258,11 @@ def text_of(ref: AttachmentRef, data: bytes, *, truncated: bool) -> TextFile:
     declared = _charset(ref.content_type)
     if declared != "utf-8":
         try:
-            return TextFile(ref, _decode(data, declared, final=not truncated), truncated)
+            text = _decode(data, declared, final=not truncated)
+            return TextFile(ref, text, truncated, limit)
         except (LookupError, ValueError, TypeError):
             pass  # a codec's own errors derive from these (UnicodeError, zlib.error…)
-    return TextFile(ref, _decode(data, "utf-8", final=not truncated), truncated)
+    return TextFile(ref, _decode(data, "utf-8", final=not truncated), truncated, limit)
 
 
 def _decode(data: bytes, charset: str, *, final: bool) -> str:
@@ -303,9 +320,9 @@ def content_blocks(
 def file_text(author_name: str, item: TextFile) -> str:
     """The file's content between markers it cannot close itself."""
     body = item.text.replace("</file", "<\\/file")
-    whole = size_text(item.ref.size) if item.ref.size > MAX_TEXT_BYTES else "the file"
+    whole = size_text(item.ref.size) if item.ref.size > item.limit else "the file"
     note = (
-        f"\n[truncated: only the first {size_text(MAX_TEXT_BYTES)} of {whole} are shown]"
+        f"\n[truncated: only the first {size_text(item.limit)} of {whole} are shown]"
         if item.truncated
         else ""
     )

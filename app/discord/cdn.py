@@ -12,8 +12,6 @@ from urllib.parse import urljoin
 import httpx
 
 from app.discord.attachments import (
-    MAX_IMAGE_BYTES,
-    MAX_TEXT_BYTES,
     AllowedHosts,
     AttachmentRef,
     Fetched,
@@ -72,10 +70,9 @@ class AttachmentFetcher:
         ref = planned.ref
         if planned.kind is Kind.NAMED:
             return Named(ref, planned.skip or Skip.TYPE)
-        limit = MAX_IMAGE_BYTES if planned.kind is Kind.IMAGE else MAX_TEXT_BYTES
         try:
             async with asyncio.timeout(self._timeout_s):
-                data, more = await self._read(ref.url, limit, cut=planned.kind is Kind.TEXT)
+                data, more = await self._read(ref.url, planned.limit, cut=planned.kind is Kind.TEXT)
         except _TooLarge:
             return Named(ref, Skip.SIZE)
         except _OffTheList:
@@ -85,7 +82,7 @@ class AttachmentFetcher:
             return Named(ref, Skip.FAILED)
         if planned.kind is Kind.IMAGE:
             return image_of(ref, data)
-        return text_of(ref, data, truncated=more)
+        return text_of(ref, data, truncated=more, limit=planned.limit)
 
     async def _read(self, url: str, limit: int, *, cut: bool) -> tuple[bytes, bool]:
         """The body (at most ``limit`` bytes) and whether more followed. ``cut``: stop at the

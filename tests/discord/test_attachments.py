@@ -13,6 +13,7 @@ import pytest
 from app.discord.attachments import (
     MAX_IMAGE_BYTES,
     MAX_TEXT_BYTES,
+    MAX_TEXT_TOTAL_BYTES,
     AllowedHosts,
     AttachmentRef,
     Image,
@@ -97,6 +98,21 @@ def test_the_plan_fetches_four_images_within_5_mb_and_text_and_names_the_rest() 
         ("mystery", Kind.NAMED, Skip.TYPE),
         ("pic.svg", Kind.NAMED, Skip.TYPE),
     ]
+
+
+def test_text_files_share_one_total_per_message_in_order() -> None:
+    kb = 1024
+    sizes = [60 * kb, 150 * kb, 60 * kb, 30 * kb, 10 * kb]
+    refs = [ref(f"{i}.txt", "text/plain", size=size) for i, size in enumerate(sizes)]
+    decided = [(p.kind, p.skip, p.limit) for p in plan(refs, CDN)]
+    assert decided == [
+        (Kind.TEXT, None, 60 * kb),  # whole
+        (Kind.TEXT, None, 100 * kb),  # its own cap
+        (Kind.TEXT, None, 40 * kb),  # what the total has left: cut short, with a note
+        (Kind.NAMED, Skip.TOTAL, 0),
+        (Kind.NAMED, Skip.TOTAL, 0),
+    ]
+    assert sum(limit for _, _, limit in decided) == MAX_TEXT_TOTAL_BYTES
 
 
 def test_image_bytes_decide_the_media_type_and_non_images_are_not_sent() -> None:

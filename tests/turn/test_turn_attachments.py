@@ -18,7 +18,12 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
-from app.discord.attachments import MAX_IMAGE_BYTES
+from app.discord.attachments import (
+    MAX_IMAGE_BYTES,
+    MAX_TEXT_BYTES,
+    MAX_TEXT_TOTAL_BYTES,
+    Skip,
+)
 from app.kit.attribution import read_lines
 from app.models.agent import AgentSession
 from app.models.messages import Message
@@ -87,6 +92,24 @@ async def test_a_file_declaring_a_charset_that_is_no_text_codec_is_read_as_utf8(
     assert stack.replies()[0]["content"] == "Hello from the model!"  # the turn went on
     row = await inbox_row(sessions, message["d"]["id"])
     assert row.handled_at is not None and row.dead_at is None and row.attempts == 1
+
+
+async def test_ten_text_files_of_100_kb_send_at_most_the_messages_total(stack: Stack) -> None:
+    files = [
+        stack.cdn.attachment(f"part{n}.log", bytes([65 + n]) * MAX_TEXT_BYTES, "text/plain")
+        for n in range(10)
+    ]
+    await stack.deliver(message_create(content=f"{MENTION} read all of it", attachments=files))
+
+    [request] = stack.model.requests
+    texts = [b["text"] for b in blocks_of(request) if b["type"] == "text"]
+    shown = [t for t in texts if "<file name=" in t]
+    bodies = [t.split(">\n", 1)[1].rsplit("\n</file>", 1)[0] for t in shown]
+    assert sum(len(b) for b in bodies) == MAX_TEXT_TOTAL_BYTES  # two whole files, never ten
+    assert len(shown) == 2
+    named = [t for t in texts if t.endswith(f"not shown: {Skip.TOTAL}]")]
+    assert len(named) == 8
+    assert sum(stack.cdn.fetched(str(f["url"])) for f in files) == 2  # the rest never fetched
 
 
 async def test_unlisted_hosts_and_images_over_5_mb_are_named_and_never_fetched(
