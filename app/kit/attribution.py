@@ -123,6 +123,16 @@ def one_line(record: Mapping[str, Any]) -> str:
     return text
 
 
+def fenced(tag: str, body: str, **attributes: str) -> str:
+    """``body`` (a file's text, a web page, a tool's output) between ``<tag …>`` and
+    ``</tag>`` markers it cannot close itself: a closing tag of that name inside it is
+    escaped, in any case or spacing. Attribute values are JSON strings."""
+    closing = re.compile(rf"<\s*/\s*({re.escape(tag)})", re.IGNORECASE)
+    safe = closing.sub(lambda found: "<\\/" + found.group(1), body)
+    named = (f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in attributes.items())
+    return f"<{' '.join((tag, *named))}>\n{safe}\n</{tag}>"
+
+
 def _distinct_digits(ids: list[int]) -> dict[int, str]:
     """The last digits of each id, as few as tell them all apart (at least SUFFIX_DIGITS)."""
     longest = max(len(str(i)) for i in ids)
