@@ -183,6 +183,9 @@ class Settings(BaseSettings):
     # SIGTERM: how long the API keeps serving with /readyz failing before it closes, so load
     # balancers stop sending first.
     api_drain_s: NonNegativeFloat = 0.0
+    # The API's metrics also on a port of their own (0: only GET /metrics on the API's port),
+    # so a network policy can let Prometheus reach them without the webhook and admin API.
+    api_metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @field_validator(
         "staff_role_ids",

@@ -38,6 +38,7 @@ from app.inbound.writer import InboxWriter
 from app.kit.arqueue import create_queue
 from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging
+from app.kit.probes import start_probe_server
 from app.wiring import version_redis
 
 log = logging.getLogger("app.main")
@@ -69,9 +70,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings is None:  # the API process itself, not an app a test or the dev stack made
             _drain_on_sigterm(app, config.api_drain_s)
             freeze_startup_objects()
+        # Prometheus may reach this port alone: GET /metrics and /healthz, nothing else.
+        port = config.api_metrics_port
+        probes = start_probe_server(port, lambda: True) if port else None
         try:
             yield
         finally:
+            if probes is not None:
+                probes.shutdown()
+                probes.server_close()
             await inbox.stop()
             await versions.aclose(close_connection_pool=True)
             await queue.close()

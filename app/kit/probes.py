@@ -39,6 +39,8 @@ def probe_app(alive: Callable[[], bool]) -> Callable[..., Iterable[bytes]]:
     return app
 
 
-def start_probe_server(port: int, alive: Callable[[], bool], host: str = "0.0.0.0") -> None:
+def start_probe_server(port: int, alive: Callable[[], bool], host: str = "0.0.0.0") -> WSGIServer:
+    """Serve from a thread until the process ends, or until the server's ``shutdown()``."""
     server = make_server(host, port, probe_app(alive), _Server, handler_class=_Quiet)
     threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
+    return server

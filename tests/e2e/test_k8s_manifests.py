@@ -7,6 +7,7 @@ docs/operations.md says."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
@@ -432,3 +433,49 @@ def test_the_network_policies_allow_only_the_documented_flows(
     out = find(docs, "NetworkPolicy", "companion-bot-to-internet")["spec"]["egress"][0]
     assert "169.254.0.0/16" in out["to"][0]["ipBlock"]["except"]  # no cloud metadata
     assert out["ports"] == [{"protocol": "TCP", "port": 443}]
+
+
+# Ranges no egress to "the internet" may reach (IANA's special-purpose registries), and those
+# whose addresses embed an IPv4 one and so could lead back to the private ranges.
+NOT_THE_INTERNET = [
+    *("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16"),
+    *("172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16"),
+    *("198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"),
+    *("::/128", "::1/128", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64"),
+    *("2001::/32", "2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "ff00::/8"),
+    "fd00:ec2::254/128",  # the EC2 metadata service over IPv6
+]
+
+
+def test_the_internet_egress_excepts_every_reserved_and_embedding_range(
+    renderings: dict[str, list[dict[str, Any]]],
+) -> None:
+    out = find(renderings["example"], "NetworkPolicy", "companion-bot-to-internet")
+    blocks = [peer["ipBlock"] for peer in out["spec"]["egress"][0]["to"]]
+    excepted = [ipaddress.ip_network(net) for block in blocks for net in block["except"]]
+    for reserved in map(ipaddress.ip_network, NOT_THE_INTERNET):
+        covering = [
+            net
+            for net in excepted
+            if net.version == reserved.version and reserved.subnet_of(net)  # type: ignore[arg-type]
+        ]
+        assert covering, f"{reserved} is reachable"
+
+
+def test_prometheus_reaches_only_the_metrics_ports_never_the_webhook_or_admin_api(
+    renderings: dict[str, list[dict[str, Any]]],
+) -> None:
+    docs = renderings["example"]
+    policy = find(docs, "NetworkPolicy", "companion-bot-metrics")
+    [rule] = policy["spec"]["ingress"]
+    opened = {port["port"] for port in rule["ports"]}
+    metrics_ports = set()
+    for process in selected(policy):
+        kind, name, box, _ = PROCESSES[process]
+        ports = container(find(docs, kind, name), box)["ports"]
+        metrics_ports |= {p["containerPort"] for p in ports if p["name"] == "metrics"}
+        assert process != "api" or {p["containerPort"] for p in ports} - opened == {8000}
+    assert opened == metrics_ports
+    api = container(find(docs, "Deployment", "companion-bot-api"), "api")
+    [config] = [config_maps(docs)[s["configMapRef"]["name"]] for s in api["envFrom"]]
+    assert int(config["API_METRICS_PORT"]) in opened
