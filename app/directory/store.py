@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 
 from redis.asyncio import Redis
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -132,14 +132,22 @@ async def record_channel(
     guild_id: int | None,
     parent_id: int | None,
     name: str | None = None,
+    name_by: int | None = None,
     type_: int,
 ) -> bool:
-    """Record where a channel hangs (``type_``: Discord's channel type; settings untouched);
-    True when that changed what the directory knew."""
+    """Record where a channel hangs (``type_``: Discord's channel type; settings untouched)
+    and its name, with whose words the name is (``name_by``: a thread's owner); True when
+    that changed what the directory knew."""
     before = await session.get(Channel, channel_id)
     statement = insert(Channel).values(
-        id=channel_id, guild_id=guild_id, parent_id=parent_id, name=name, type=type_
+        id=channel_id,
+        guild_id=guild_id,
+        parent_id=parent_id,
+        name=name,
+        name_by=name_by if name is not None else None,
+        type=type_,
     )
+    renamed = statement.excluded.name.is_not(None)
     await session.execute(
         statement.on_conflict_do_update(
             index_elements=[Channel.id],
@@ -147,6 +155,7 @@ async def record_channel(
                 "guild_id": func.coalesce(statement.excluded.guild_id, Channel.guild_id),
                 "parent_id": statement.excluded.parent_id,
                 "name": func.coalesce(statement.excluded.name, Channel.name),
+                "name_by": case((renamed, statement.excluded.name_by), else_=Channel.name_by),
                 "type": statement.excluded.type,
                 "updated_at": func.now(),
             },
@@ -179,8 +188,9 @@ async def update_own(
     values: dict[str, object] = {"settings_by": by, "settings_at": utcnow()}
     if not isinstance(mode, Keep):
         values["mode"] = mode.value if mode is not None else None
-    if not isinstance(persona, Keep):
+    if not isinstance(persona, Keep):  # its author stays with it through later mode changes
         values["persona"] = clean_persona(persona) if persona is not None else None
+        values["persona_by"] = by if persona is not None else None
     statement = insert(Channel).values(id=channel_id, guild_id=guild_id, **values)
     row = (
         await session.scalars(
@@ -200,13 +210,29 @@ async def update_own(
 
 
 async def forget_setter(session: AsyncSession, user_id: int) -> int:
-    """An erasure: the channel personas the person set last (their words) are cleared and
-    their id leaves the settings; a mode they set stays (a setting, not their words). How
-    many channels changed. The caller invalidates the cached rules once committed."""
+    """An erasure: the channel personas the person wrote (their words, whoever changed the
+    channel's mode since) are cleared, and their id leaves the settings; a mode they set
+    stays (a setting, not their words). How many personas went. The caller invalidates the
+    cached rules once committed."""
     result = await session.execute(
         update(Channel)
-        .where(Channel.settings_by == user_id)
-        .values(persona=None, settings_by=None, updated_at=func.now())
+        .where(Channel.persona_by == user_id)
+        .values(persona=None, persona_by=None, updated_at=func.now())
+        .returning(Channel.id)
+    )
+    await session.execute(
+        update(Channel).where(Channel.settings_by == user_id).values(settings_by=None)
+    )
+    return len(result.all())
+
+
+async def forget_names(session: AsyncSession, user_id: int) -> int:
+    """An erasure: the names of the threads the person started (their words) are blanked;
+    how many."""
+    result = await session.execute(
+        update(Channel)
+        .where(Channel.name_by == user_id)
+        .values(name=None, name_by=None, updated_at=func.now())
         .returning(Channel.id)
     )
     return len(result.all())

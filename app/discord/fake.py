@@ -182,16 +182,23 @@ class FakeDiscord:
         }
 
     def add_thread(
-        self, thread_id: int, *, parent_id: int, guild_id: int, name: str = "a thread"
+        self,
+        thread_id: int,
+        *,
+        parent_id: int,
+        guild_id: int,
+        name: str = "a thread",
+        owner_id: int = 1,
     ) -> dict[str, Any]:
-        """A public thread under ``parent_id``; returns it (the THREAD_CREATE ``d`` too)."""
+        """A public thread under ``parent_id`` that ``owner_id`` started; returns it (the
+        THREAD_CREATE ``d`` too)."""
         thread = {
             "id": str(thread_id),
             "type": 11,
             "guild_id": str(guild_id),
             "parent_id": str(parent_id),
             "name": name,
-            "owner_id": "1",
+            "owner_id": str(owner_id),
             "message_count": 0,
             "member_count": 1,
             "thread_metadata": {

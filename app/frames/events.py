@@ -190,6 +190,7 @@ class Thread(_Model):
     guild_id: Snowflake | None = None
     name: str = Field(default="", max_length=200)
     type: int | None = None
+    owner_id: Snowflake | None = None  # who started it (and so named it)
 
     @property
     def channel_id(self) -> int:
@@ -258,7 +259,7 @@ class Event(BaseModel):
 
     @property
     def author_id(self) -> int | None:
-        """Who acted: the message's author, or the person who reacted."""
+        """Who acted: the message's author, the person who reacted, a thread's owner."""
         match self.data:
             case MessageCreate(author=author):
                 return author.id
@@ -266,6 +267,8 @@ class Event(BaseModel):
                 return author.id if author is not None else None
             case ReactionAdd(user_id=user_id) | ReactionRemove(user_id=user_id):
                 return user_id
+            case Thread(owner_id=owner_id):
+                return owner_id  # a thread's name is its owner's words
         return None
 
     @property

@@ -97,6 +97,7 @@ RECEIPT_KEYS = (
     "nightly_summaries",
     "pins",
     "channel_personas",
+    "thread_names",
     "tombstones",
     "mentions_replaced",
     "usage_rows",
@@ -531,6 +532,7 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add("nightly_summaries", summaries)
     progress.add("pins", await pins.delete_by_creator(session, user_id))
     progress.add("channel_personas", await directory.forget_setter(session, user_id))
+    progress.add("thread_names", await directory.forget_names(session, user_id))
     progress.add("tombstones", await channel_log.delete_tombstones(session, author_id=user_id))
     # Their model usage stays in the totals, as nobody's.
     progress.add("usage_rows", await usage.forget_person(session, user_id))

@@ -51,7 +51,7 @@ async def _place(
     parent_text = str(channel.get("parent_id") or "")
     # A text channel's parent_id is its category: only a thread hangs under a channel.
     parent_id = int(parent_text) if kind in THREAD_TYPES and parent_text.isdigit() else None
-    name = channel.get("name")
+    name, owner = channel.get("name"), str(channel.get("owner_id") or "")
     async with unit_of_work(services.sessions) as session:
         await directory.record_channel(
             session,
@@ -59,6 +59,7 @@ async def _place(
             guild_id=guild_id,
             parent_id=parent_id,
             name=name if isinstance(name, str) else None,
+            name_by=int(owner) if kind in THREAD_TYPES and owner.isdigit() else None,
             type_=kind,
         )
         parent = await directory.known(session, parent_id) if parent_id is not None else None

@@ -201,6 +201,7 @@ async def record_thread(services: Services, thread: Thread) -> None:
             guild_id=thread.guild_id,
             parent_id=thread.parent_id,
             name=thread.name or None,
+            name_by=thread.owner_id,
             type_=thread.type if thread.type is not None else directory.PUBLIC_THREAD,
         )
     if changed:

@@ -13,7 +13,13 @@ from sqlalchemy import text
 from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
-from tests.support.frames import message_create, message_delete, message_update, next_id
+from tests.support.frames import (
+    message_create,
+    message_delete,
+    message_update,
+    next_id,
+    thread_create,
+)
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
     ALICE,
@@ -236,3 +242,51 @@ async def test_a_reply_to_bob_that_held_her_memories_is_blanked_by_her_erasure(
             )
         assert kept == "" and his == 1
     assert GUILD_A
+
+
+async def channel_row(sessions: SessionFactory, channel_id: int) -> dict[str, Any]:
+    async with sessions() as session:
+        row = (
+            await session.execute(
+                text("SELECT name, mode, persona FROM channels WHERE id = :c"), {"c": channel_id}
+            )
+        ).one()
+    return dict(row._mapping)
+
+
+async def test_her_persona_goes_with_her_though_bob_changed_the_mode_since(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: Any
+) -> None:
+    async with trust_world(settings, monkeypatch, staff_user_ids=[ALICE, BOB]) as world:
+        await world.tell(ALICE, "!bot channel persona Talk like a sourdough baker", mention=False)
+        await world.tell(BOB, "!bot channel mode free", mention=False)
+        assert (await channel_row(sessions, CHANNEL_A))["persona"] == "Talk like a sourdough baker"
+
+        await world.tell(BOB, "!forgetme", mention=False)  # not his words: the persona stays
+        assert (await channel_row(sessions, CHANNEL_A))["persona"] == "Talk like a sourdough baker"
+        await world.tell(ALICE, "!forgetme", mention=False)
+
+        assert await channel_row(sessions, CHANNEL_A) == {
+            "name": None,
+            "mode": "free",  # a setting, not anyone's words
+            "persona": None,
+        }
+
+
+async def test_the_name_of_a_thread_she_started_goes_from_the_directory_and_the_frames(
+    world: World, sessions: SessionFactory
+) -> None:
+    hers, his = next_id(), next_id()
+    await world.stack.deliver(
+        thread_create(thread_id=hers, parent_id=CHANNEL_A, name="Alice's quokka plans"),
+        thread_create(thread_id=his, parent_id=CHANNEL_A, name="stamp swap", owner_id=BOB),
+    )
+    assert (await channel_row(sessions, hers))["name"] == "Alice's quokka plans"
+
+    await world.tell(ALICE, "!forgetme", mention=False)
+
+    assert (await channel_row(sessions, hers))["name"] is None
+    assert (await channel_row(sessions, his))["name"] == "stamp swap"
+    assert "quokka plans" not in await table_texts(sessions)  # her frame is a stub of ids
+    [*_, (_, _, receipt)] = (await rows_about(sessions, ALICE))["ledger"]
+    assert receipt["thread_names"] == 1

@@ -151,9 +151,20 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
                 ),
                 # A channel persona she wrote as staff (her words), and one Bob wrote.
                 Channel(
-                    id=777, guild_id=1, persona="Talk like a sourdough baker", settings_by=ALICE
+                    id=777,
+                    guild_id=1,
+                    persona="Talk like a sourdough baker",
+                    persona_by=ALICE,
+                    settings_by=ALICE,
                 ),
-                Channel(id=778, guild_id=1, mode="free", persona="Be brief", settings_by=BOB),
+                Channel(
+                    id=778,
+                    guild_id=1,
+                    mode="free",
+                    persona="Be brief",
+                    persona_by=BOB,
+                    settings_by=BOB,
+                ),
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
@@ -297,6 +308,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
         "nightly_summaries": 0,
         "pins": 0,
         "channel_personas": 1,
+        "thread_names": 0,
         "tombstones": 0,
         "mentions_replaced": 2,  # Bob's message and his episode
         "usage_rows": 0,  # no worker ran here to meter the calls

@@ -173,14 +173,17 @@ def thread_create(
     name: str = "side talk",
     guild_id: int = GUILD_ID,
     t: str = "THREAD_CREATE",
+    owner_id: int = 2001,
 ) -> Frame:
-    """A public thread under ``parent_id``; ``t="THREAD_UPDATE"`` for a change to it."""
+    """A public thread under ``parent_id`` that ``owner_id`` started; ``t="THREAD_UPDATE"``
+    for a change to it."""
     d = {
         "id": str(thread_id),
         "guild_id": str(guild_id),
         "parent_id": str(parent_id),
         "name": name,
         "type": 11,
+        "owner_id": str(owner_id),
     }
     if t == "THREAD_CREATE":
         d["newly_created"] = True
