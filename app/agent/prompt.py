@@ -36,8 +36,9 @@ class TaskRequest:
     answering: tuple[str, ...] = ()
     # What the request carries: the same images and files the written reply would see.
     attachments: tuple[Fetched, ...] = ()
-    # Provenance: whose words the request carries (the requester and the lines' authors),
-    # and when the turn began; the session keeps the turn only while none of them is erased.
+    # Provenance: whose words the request carries (the requester, the lines' authors, the
+    # reply chain's), and when the turn began; the session keeps the turn only while none of
+    # them is erased.
     author_ids: frozenset[int] = frozenset()
     since: datetime | None = None
 

@@ -64,6 +64,7 @@ from app.turn.prompt import (
     conversation_labels,
     correction_prompt,
     decision_prompt,
+    task_authors,
     task_lines,
 )
 from app.turn.store import PostedReply, Step
@@ -629,12 +630,12 @@ async def run_task(
         channel_id=message.channel_id,
         requester_name=labels[message.author.id],
         request=message.content,
-        recent_lines=task_lines(context.conversation, labels, limit=10),
+        recent_lines=task_lines(context.conversation, labels),
         persona=context.persona,
         requester_is_staff=Authority.of(message, services.settings).is_staff,
         answering=tuple(chain_lines(carried.answering, labels)),
         attachments=tuple(carried.attachments),
-        author_ids=frozenset({message.author.id, *context.participant_ids}),
+        author_ids=task_authors(context.conversation, carried.answering, message.author.id),
         since=attempt.since,
     )
     answer = await services.agent.run(request, budget_s=budget_s)

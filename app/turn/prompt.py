@@ -168,10 +168,25 @@ def conversation_turns(conversation: Sequence[ChatLine], labels: Labels) -> list
     return [{"role": role, "content": "\n".join(texts)} for role, texts in turns]
 
 
-def task_lines(conversation: Sequence[ChatLine], labels: Labels, *, limit: int = 10) -> list[str]:
+TASK_LINES = 10  # seed 002: the task path reads the channel's last ten lines
+
+
+def task_lines(
+    conversation: Sequence[ChatLine], labels: Labels, *, limit: int = TASK_LINES
+) -> list[str]:
     """The task path's and the decisions' view of the channel: its last ``limit`` messages,
     each one attributed line (the bot's too)."""
     return [line.line(labels) for line in conversation[-limit:] if not line.empty]
+
+
+def task_authors(
+    conversation: Sequence[ChatLine], chain: Sequence[Quoted], requester_id: int
+) -> frozenset[int]:
+    """Whose words the task path's request shows, so its stored turn goes with any of them:
+    the requester, the authors of the lines ``task_lines`` renders, and every author of the
+    reply chain it answers (however far back in the channel they wrote)."""
+    shown = (line.author_id for line in conversation[-TASK_LINES:] if not line.empty)
+    return frozenset({requester_id, *shown, *(quoted.author_id for quoted in chain)})
 
 
 def decision_prompt(conversation: Sequence[ChatLine], said: ChatLine) -> str:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import SecretStr
 from sqlalchemy import text
 
+from app.agent.fake_jina import FakeJina
 from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
+from app.decision.vocabulary import Question
 from tests.support.frames import (
     message_create,
     message_delete,
@@ -20,10 +24,13 @@ from tests.support.frames import (
     next_id,
     thread_create,
 )
+from tests.support.memory_env import add_message
+from tests.support.servers import serve
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
     ALICE,
     BOB,
+    CAROL,
     CHANNEL_A,
     GUILD_A,
     World,
@@ -290,3 +297,50 @@ async def test_the_name_of_a_thread_she_started_goes_from_the_directory_and_the_
     assert "quokka plans" not in await table_texts(sessions)  # her frame is a stub of ids
     [*_, (_, _, receipt)] = (await rows_about(sessions, ALICE))["ledger"]
     assert receipt["thread_names"] == 1
+
+
+async def test_her_words_quoted_through_a_reply_chain_leave_the_task_sessions_with_her(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: Any
+) -> None:
+    jina = FakeJina()
+    async with (
+        serve(jina.app) as jina_url,
+        trust_world(
+            settings,
+            monkeypatch,
+            jina_api_key=SecretStr(jina.api_key),
+            jina_search_url=f"{jina_url}/search",
+            jina_reader_url=f"{jina_url}/reader",
+        ) as world,
+    ):
+        stack = world.stack
+        recipe = by(CAROL, "carol", "my grandmother's recipe: saffron-marker-5521 in the dough")
+        await stack.deliver(recipe)
+        start = datetime.now(UTC)
+        for n in range(25):  # her line scrolls out of the last twenty: only the chain has it
+            await add_message(
+                sessions,
+                id=next_id(),
+                channel_id=CHANNEL_A,
+                guild_id=GUILD_A,
+                author_id=BOB,
+                author_name="bob",
+                content=f"unrelated chatter {n}",
+                at=start + timedelta(seconds=n),
+            )
+        stack.jev.answers[Question.IS_TASK] = True
+        stack.model.responder = lambda body: Text("Found three bakeries that sell saffron.")
+        await stack.deliver(
+            by(BOB, "bob", f"<@{BOT_ID}> where can I buy what she needs?", reply_to=recipe["d"])
+        )
+        assert "saffron-marker-5521" in await agent_sessions(sessions)
+
+        await world.tell(CAROL, "!forgetme", mention=False)
+
+        assert "saffron-marker-5521" not in await agent_sessions(sessions)
+
+
+async def agent_sessions(sessions: SessionFactory) -> str:
+    async with sessions() as session:
+        rows = await session.scalars(text("SELECT history::text FROM agent_sessions"))
+        return "\n".join(rows)
