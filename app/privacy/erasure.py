@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.discord.errors import DiscordError, DiscordUnavailable
 from app.episodes import store as episodes
 from app.frames.events import EventType
 from app.inbound import store as inbox
+from app.kit.clock import utcnow
 from app.kit.queue import Job, JobQueue
 from app.memory import store
 from app.memory.records import Why, turn_of
@@ -50,7 +52,8 @@ JOB_NAME = "erase_person"
 ACTOR = Actor.FORGETME  # the ledger actor of every erasure, `!forgetme` or the admin's
 RECEIPT_REASON = "erasure receipt"
 JOB_BUDGET_S = 60.0  # then the job hands over to a fresh one (ARQ kills jobs at 100 s)
-MAX_FAILURES = 8
+MAX_FAILURES = 8  # attempts in a row before the erasure shows as failed
+RETRY_FAILED_AFTER = timedelta(minutes=15)  # then the sweeper runs a failed erasure again
 MAX_NOTICE_ATTEMPTS = 5
 STARTED = (
     "I'm erasing what I have from you now. I'll send you a receipt by DM when it's done, "
@@ -106,8 +109,9 @@ RECEIPT_KEYS = (
 
 class Progress(BaseModel):
     """Where the job is, stored with every batch. ``names``, ``channels`` and the legacy
-    lists hold what the later phases need after the rows they came from are gone; they are
-    dropped with the rest of the progress when the erasure is done."""
+    lists hold what the later phases need after the rows they came from are gone; the names
+    go as soon as the artifacts phase has used them, the rest with the progress when the
+    erasure is done."""
 
     phase: Phase = Phase.PREPARE
     cursor: int = 0
@@ -183,7 +187,13 @@ async def _enqueue(queue: JobQueue, erasure: ErasureRecord, *, defer_s: float = 
 
 async def resume_erasures(services: Services) -> int:
     """Every running erasure has a job (the sweeper's minute): the job id dedupes one that
-    is already queued, and a job finding another at work leaves at once."""
+    is already queued, and a job finding another at work leaves at once. A failed one runs
+    again once RETRY_FAILED_AFTER has passed since its last attempt, and again after that:
+    an erasure is never left half done."""
+    async with unit_of_work(services.sessions) as session:
+        revived = await register.revive_failed(session, failed_before=utcnow() - RETRY_FAILED_AFTER)
+    if revived:
+        log.warning("failed erasures run again", extra={"erasure_ids": revived})
     async with services.sessions() as session:
         ids = await register.running_ids(session)
         running = [e for i in ids if (e := await register.get(session, i)) is not None]
@@ -534,6 +544,7 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add("channel_personas", await directory.forget_setter(session, user_id))
     progress.add("thread_names", await directory.forget_names(session, user_id))
     progress.add("tombstones", await channel_log.delete_tombstones(session, author_id=user_id))
+    progress.names = []  # nothing after this phase needs them: a later failure keeps none
     # Their model usage stays in the totals, as nobody's.
     progress.add("usage_rows", await usage.forget_person(session, user_id))
     progress.advance()

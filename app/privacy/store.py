@@ -192,6 +192,18 @@ async def running_ids(session: AsyncSession) -> list[int]:
     return list(rows)
 
 
+async def revive_failed(session: AsyncSession, *, failed_before: datetime) -> list[int]:
+    """Failed erasures whose last attempt ended before ``failed_before`` run again (the
+    sweeper's retry: a failed erasure is never left unfinished); their ids."""
+    rows = await session.scalars(
+        update(Erasure)
+        .where(Erasure.status == Status.FAILED, Erasure.finished_at < failed_before)
+        .values(status=Status.RUNNING, finished_at=None)
+        .returning(Erasure.id)
+    )
+    return list(rows)
+
+
 async def claim_job(session: AsyncSession, erasure_id: int) -> bool:
     """Hold the erasure for one job until this transaction ends; False when another job
     already works on it."""

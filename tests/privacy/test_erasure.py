@@ -17,6 +17,8 @@ from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.privacy.erasure import MAX_FAILURES, RETRY_FAILED_AFTER, resume_erasures
+from app.wiring import open_services
 from tests.support.frames import (
     message_create,
     message_delete,
@@ -344,3 +346,53 @@ async def agent_sessions(sessions: SessionFactory) -> str:
     async with sessions() as session:
         rows = await session.scalars(text("SELECT history::text FROM agent_sessions"))
         return "\n".join(rows)
+
+
+REFUSE_RECEIPT = """
+CREATE FUNCTION refuse_receipt() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the ledger is read-only today'; END $$;
+CREATE TRIGGER refuse_receipt BEFORE INSERT ON memory_log FOR EACH ROW
+WHEN (NEW.actor = 'forgetme' AND NEW.memory_id IS NULL) EXECUTE FUNCTION refuse_receipt();
+"""
+
+
+async def her_erasure(sessions: SessionFactory) -> dict[str, Any]:
+    async with sessions() as session:
+        row = (
+            await session.execute(
+                text("SELECT id, status, progress FROM erasures WHERE user_id = :u"), {"u": ALICE}
+            )
+        ).one()
+    return dict(row._mapping)
+
+
+async def test_a_failed_erasure_keeps_no_name_and_the_sweeper_finishes_it(
+    world: World, sessions: SessionFactory
+) -> None:
+    await world.stack.deliver(by(ALICE, "alice_quokka", f"<@{BOT_ID}> I keep bees on the roof"))
+    async with sessions() as session, session.begin():  # a fault at the very end
+        for statement in REFUSE_RECEIPT.split(";\n"):
+            await session.execute(text(statement))
+    await world.tell(ALICE, "!forgetme", mention=False)
+    async with open_services(world.stack.settings) as services:
+        for _ in range(MAX_FAILURES):  # the sweeper's minute, until it shows as failed
+            if (await her_erasure(sessions))["status"] == "failed":
+                break
+            await resume_erasures(services)
+            await drain(world.stack.settings)
+        failed = await her_erasure(sessions)
+        assert failed["status"] == "failed"
+        assert failed["progress"]["names"] == []  # used by then: not kept while it waits
+        async with sessions() as session, session.begin():
+            await session.execute(text("DROP TRIGGER refuse_receipt ON memory_log"))
+            await session.execute(
+                text("UPDATE erasures SET finished_at = finished_at - make_interval(secs => :s)"),
+                {"s": RETRY_FAILED_AFTER.total_seconds()},
+            )
+
+        await resume_erasures(services)
+        await drain(world.stack.settings)
+
+    done = await her_erasure(sessions)
+    assert done["status"] == "done" and done["progress"] == {}
+    assert "alice_quokka" not in await table_texts(sessions)
