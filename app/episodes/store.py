@@ -95,25 +95,21 @@ async def delete_made_from(session: AsyncSession, user_id: int) -> int:
     return len(result.all())
 
 
-async def delete_legacy_in(session: AsyncSession, channel_ids: Collection[int]) -> int:
-    """Delete the episodes made before provenance in these channels (an erasure's
-    conservative rule: the person spoke there, so they may hold the person's words)."""
+async def delete_legacy_where(
+    session: AsyncSession, channel_ids: Collection[int], doomed: Callable[[str], bool]
+) -> int:
+    """Delete the episodes made before provenance, in these channels, whose text ``doomed``
+    picks (MEM-09, confined: an old summary of a channel the person spoke in that names them
+    by a distinctive name theirs alone). An episode with recorded inputs is never read here.
+    Episodes are capped per channel, so this reads at most the cap per channel."""
     if not channel_ids:
         return 0
-    result = await session.execute(
-        delete(Episode)
-        .where(Episode.source_user_ids.is_(None), Episode.channel_id == any_array(channel_ids))
-        .returning(Episode.id)
+    rows = await session.execute(
+        select(Episode.id, Episode.content).where(
+            Episode.source_user_ids.is_(None), Episode.channel_id == any_array(channel_ids)
+        )
     )
-    return len(result.all())
-
-
-async def delete_where(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
-    """Delete the episodes whose text ``doomed`` picks (MEM-09: one naming the person by a
-    name that is theirs alone). Episodes are capped per channel, so reading them all is
-    bounded by the number of channels."""
-    rows = (await session.execute(select(Episode.id, Episode.content))).all()
-    ids = [episode_id for episode_id, content in rows if doomed(content)]
+    ids = [episode_id for episode_id, content in rows.tuples() if doomed(content)]
     if not ids:
         return 0
     result = await session.execute(delete(Episode).where(Episode.id.in_(ids)).returning(Episode.id))

@@ -270,11 +270,20 @@ async def blank_diaries(session: AsyncSession, run_ids: Collection[int]) -> int:
     return len(result.all())
 
 
-async def blank_diaries_where(session: AsyncSession, doomed: Callable[[str], bool]) -> int:
-    """Blank the diaries ``doomed`` picks (MEM-09: one naming the person by a name that is
-    theirs alone)."""
+async def blank_diaries_where(
+    session: AsyncSession, run_ids: Collection[int], doomed: Callable[[str], bool]
+) -> int:
+    """Blank, among these runs' diaries, those ``doomed`` picks (MEM-09, confined: a diary
+    written before its inputs were recorded, of a night the person spoke in, naming them by a
+    distinctive name theirs alone)."""
+    if not run_ids:
+        return 0
     rows = await session.execute(
-        select(NightlyRun.id, NightlyRun.diary).where(func.coalesce(NightlyRun.diary, "") != "")
+        select(NightlyRun.id, NightlyRun.diary).where(
+            NightlyRun.id.in_(list(run_ids)),
+            NightlyRun.diary_user_ids.is_(None),
+            func.coalesce(NightlyRun.diary, "") != "",
+        )
     )
     return await blank_diaries(
         session, [i for i, diary in rows.tuples() if diary and doomed(diary)]

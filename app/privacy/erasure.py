@@ -339,14 +339,15 @@ PhaseStep = Callable[[AsyncSession, Who, Progress], Awaitable[bool]]
 
 
 async def _prepare(session: AsyncSession, who: Who, progress: Progress) -> bool:
-    """What later phases need before the rows it comes from go: the names that are theirs
-    alone, where they spoke, the legacy artifacts of their days; learning paused and their
-    unfinished events closed."""
+    """What later phases need before the rows it comes from go: the distinctive names that
+    are theirs alone, where they spoke, the legacy artifacts of their days; learning paused
+    and their unfinished events closed."""
     user_id = who.user_id
     names = set(await channel_log.names_of(session, user_id))
     usernames = await inbox.usernames_in_frames(session, user_id)
     taken = await channel_log.names_others_used(session, user_id, names)
-    progress.names = sorted(set(identity.names_theirs_alone(names, taken)) | usernames)
+    unique = {name for name in usernames if identity.distinctive(name)}  # Discord's: unique
+    progress.names = sorted(set(identity.names_theirs_alone(names, taken)) | unique)
     progress.channels, progress.dm_channels = await channel_log.channels_of(session, user_id)
     diaries = await runs.legacy_diary_windows(session)
     spoke = await channel_log.spoke_in_windows(session, user_id, [(s, e) for _, s, e in diaries])
@@ -506,8 +507,10 @@ def _deleted(progress: Progress, key: str, gone: list[int]) -> bool:
 
 
 async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> bool:
-    """What was made from their words, by recorded inputs (and the legacy rule for what was
-    made before inputs were recorded), and MEM-09's summaries naming a name theirs alone.
+    """What was made from their words, judged by its recorded inputs alone; what was made
+    before inputs were recorded, by MEM-09's rule confined to the person (an episode of a
+    channel they spoke in, a diary of a night they spoke in, that names them by a distinctive
+    name theirs alone) or, for task turns and style revisions, by where and when they spoke.
     Each of these tables is bounded (episodes per channel, one diary and style a night, one
     task session per channel), so one transaction does it."""
     user_id, names = who.user_id, progress.names
@@ -524,14 +527,12 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add(
         "episodes",
         await episodes.delete_made_from(session, user_id)
-        + await episodes.delete_legacy_in(session, spoke)
-        + await episodes.delete_where(session, named),
+        + await episodes.delete_legacy_where(session, spoke, named),
     )
     progress.add(
         "diaries_blanked",
         await runs.blank_diaries_from(session, user_id)
-        + await runs.blank_diaries(session, progress.legacy_diaries)
-        + await runs.blank_diaries_where(session, named),
+        + await runs.blank_diaries_where(session, progress.legacy_diaries, named),
     )
     progress.add(
         "style_revisions",

@@ -1,17 +1,24 @@
 """What identifies a person, for an erasure (pure): their mentions (`<@id>`), the names that
-are theirs alone, and recorded frames with them taken out. Nothing here matches a name or a
-word in anyone's text except MEM-09's own rule (summaries that name the person), and then
-only with a name no one else has used."""
+are theirs alone and distinctive, and recorded frames with them taken out. Nothing here
+matches a name or a word in anyone's text except MEM-09's own rule (old summaries that name
+the person), and then only with a distinctive name no one else has used."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
 MENTION_TOKEN = "@someone"  # what a mention of an erased person becomes in others' text
-MIN_NAME_CHARS = 2  # Discord's own minimum for a username
-_ASCII_WORD = "A-Za-z0-9_"
+MIN_NAME_CHARS = 4  # a distinctive name: at least this many characters…
+MIN_CJK_CHARS = 2  # …or this many Chinese, Japanese or Korean ones
+# Han (and its extensions and compatibility forms), kana, half-width kana, Hangul.
+_CJK = re.compile(
+    "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f]"
+)
 
 
 def mention_pattern(user_id: int) -> re.Pattern[str]:
@@ -26,23 +33,45 @@ def names_theirs_alone(
     their_names: Iterable[str | None], names_others_used: Iterable[str]
 ) -> list[str]:
     """MEM-09's names: those the person wrote under (their username, display names) that
-    nobody else has used, compared case-insensitively. A nickname someone else also had
-    identifies no one, and is never looked for."""
+    nobody else has used, compared case-insensitively, and that are distinctive. A nickname
+    someone else also had, or one that is a common word ("the", 「です」), identifies no one,
+    and is never looked for."""
     taken = {name.casefold() for name in names_others_used}
     kept = {
         name.strip()
         for name in their_names
-        if name and len(name.strip()) >= MIN_NAME_CHARS and name.strip().casefold() not in taken
+        if name and distinctive(name.strip()) and name.strip().casefold() not in taken
     }
     return sorted(kept)
 
 
+def distinctive(name: str) -> bool:
+    """A name that could only mean its owner: at least four characters (or two CJK ones),
+    and not made only of common English or Japanese words (app/privacy/common_words.txt)."""
+    long_enough = len(name) >= MIN_NAME_CHARS or len(_CJK.findall(name)) >= MIN_CJK_CHARS
+    words = name.casefold().split()
+    return long_enough and not all(word in common_words() for word in words)
+
+
+@cache
+def common_words() -> frozenset[str]:
+    """The common words (casefolded), read once: about 27,000 of them."""
+    text = files("app.privacy").joinpath("common_words.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+# A letter, digit or underscore of a script written with spaces between words.
+_SPACED_WORD_CHAR = rf"(?:(?!{_CJK.pattern})\w)"
+
+
 def _name_pattern(name: str) -> re.Pattern[str]:
-    # An ASCII name must stand as a word ("Al" is not in "also"); other names (Japanese,
-    # written without spaces) match anywhere.
-    if name.isascii():
-        return re.compile(rf"(?<![{_ASCII_WORD}]){re.escape(name)}(?![{_ASCII_WORD}])", re.I)
-    return re.compile(re.escape(name), re.I)
+    # A name must stand as a word ("Alan" is not in "Alanna", "José" not in "Josélito"),
+    # though Japanese may follow it at once (「Aliceさん」); a name with CJK characters
+    # (written without spaces) matches anywhere.
+    if _CJK.search(name):
+        return re.compile(re.escape(name), re.I)
+    edge = _SPACED_WORD_CHAR
+    return re.compile(rf"(?<!{edge}){re.escape(name)}(?!{edge})", re.I)
 
 
 def names_any(text: str, names: Iterable[str]) -> bool:

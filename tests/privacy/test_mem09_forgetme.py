@@ -130,11 +130,14 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
                 ),
                 Signal(message_id=BOT_MESSAGE, user_id=ALICE, kind="reaction", value="👍"),
                 Signal(message_id=BOT_MESSAGE, user_id=BOB, kind="reaction", value="🎉"),
-                # Made from her words (recorded), naming her username (hers alone), made
-                # before provenance in a channel she spoke in: all go.
+                # Made from her words (recorded), or made before provenance in a channel she
+                # spoke in and naming her by her username (distinctive, hers alone): both go.
                 episode("Alice told everyone about her bread.", [ALICE, BOB]),
+                episode("Some early summary of alice_w's quokka photos.", None),
+                # Made from Bob's words alone, though it names her: judged by its inputs, it
+                # stays. An early one of her channel naming no one of hers stays too.
                 episode("alice_w was mentioned in passing.", [BOB]),
-                episode("Some early summary of quokka photos.", None),
+                episode("An early summary of the bake sale.", None),
                 # Bob's alone, naming someone "malice": stays; one mentioning her by id
                 # stays with the mention replaced; a legacy one elsewhere stays.
                 episode("Bob showed stamps; a talk on italics and malice.", [BOB]),
@@ -256,9 +259,11 @@ async def test_mem09_other_peoples_rows_are_untouched_but_for_mentions_of_her_id
     assert observations == ["Look at my stamps"]
     assert signals == ["🎉"]
     assert episodes == [
+        "An early summary of the bake sale.",
         "Bob showed stamps; a talk on italics and malice.",
         f"Bob waved at {MENTION_TOKEN}.",
         "Bob went fishing.",
+        "alice_w was mentioned in passing.",
     ]
     assert sessions_left == [501]
     async with env.sessions() as session:
@@ -301,7 +306,7 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
         "step_records": 1,  # the command's own record
         "observations": 1,
         "signals": 2,
-        "episodes": 3,
+        "episodes": 2,
         "diaries_blanked": 0,
         "style_revisions": 0,
         "task_turns": 1,
@@ -329,7 +334,7 @@ async def test_mem09_answers_at_once_then_dms_a_receipt_of_counts_only(env: Memo
     assert posted["message_reference"]["message_id"] == "1009"
     receipt = "\n".join(m["content"] for m in env.discord.dms_to(ALICE))
     assert "1 memory" in receipt and "3 messages" in receipt and "1 observation" in receipt
-    assert "2 reactions/corrections" in receipt and "3 channel summaries" in receipt
+    assert "2 reactions/corrections" in receipt and "2 channel summaries" in receipt
     assert not any(secret in receipt.lower() for secret in SECRETS)
 
 
