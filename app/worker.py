@@ -140,10 +140,12 @@ async def retry_due(ctx: dict[str, Any]) -> None:
 
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
-    """04:30 JST: the de-duplication window, then (when LEDGER_CONTENT_DAYS is set) the
-    ledger's old memory text and (when LEDGER_READ_ROLLUP_DAYS is set) its old reads."""
+    """04:30 JST: the de-duplication window, the budget figures erasures kept that no longer
+    count, then (when LEDGER_CONTENT_DAYS is set) the ledger's old memory text and (when
+    LEDGER_READ_ROLLUP_DAYS is set) its old reads."""
     services = _services(ctx)
     await prune_inbox(services.sessions)
+    await erasure.forget_spent(services.sessions)
     async with unit_of_work(services.sessions) as session:  # they expire with the window
         await prune_tombstones(session, older_than=DEDUPE_WINDOW)
     await redact_old_ledger_content(

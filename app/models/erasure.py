@@ -26,6 +26,10 @@ class Erasure(Base):
     channel_id: Mapped[Snowflake | None]  # where `!forgetme` was said (the closed-DM notice)
     progress: Mapped[Json] = mapped_column(server_default=text("'{}'::jsonb"), nullable=False)
     receipt: Mapped[Json | None]
+    # What the budgets still count after the person's usage and step records are gone: the
+    # JST day's tokens ({"day", "tokens"}) and the last hour's task grants ({"task_grants"}:
+    # their times). Numbers only; dropped once they no longer count.
+    kept: Mapped[Json] = mapped_column(server_default=text("'{}'::jsonb"), nullable=False)
     error: Mapped[str | None] = mapped_column(Text)  # the last failure's exception type only
     started_at: Mapped[CreatedAt]
     finished_at: Mapped[Timestamp | None]

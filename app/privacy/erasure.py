@@ -30,7 +30,7 @@ from app.discord.errors import DiscordError, DiscordUnavailable
 from app.episodes import store as episodes
 from app.frames.events import EventType
 from app.inbound import store as inbox
-from app.kit.clock import utcnow
+from app.kit.clock import jst_day, utcnow
 from app.kit.queue import Job, JobQueue
 from app.memory import store
 from app.memory.records import Why, turn_of
@@ -54,6 +54,7 @@ RECEIPT_REASON = "erasure receipt"
 JOB_BUDGET_S = 60.0  # then the job hands over to a fresh one (ARQ kills jobs at 100 s)
 MAX_FAILURES = 8  # attempts in a row before the erasure shows as failed
 RETRY_FAILED_AFTER = timedelta(minutes=15)  # then the sweeper runs a failed erasure again
+HOUR = timedelta(hours=1)  # TASKS_PER_USER_PER_HOUR's window
 MAX_NOTICE_ATTEMPTS = 5
 STARTED = (
     "I'm erasing what I have from you now. I'll send you a receipt by DM when it's done, "
@@ -104,6 +105,8 @@ RECEIPT_KEYS = (
     "tombstones",
     "mentions_replaced",
     "usage_rows",
+    "tokens_kept",  # today's tokens, a number the daily budget still counts
+    "tasks_kept",  # the last hour's tasks, which the hourly task quota still counts
 )
 
 
@@ -200,6 +203,14 @@ async def resume_erasures(services: Services) -> int:
     for erasure in running:
         await _enqueue(services.queue, erasure)
     return len(running)
+
+
+async def forget_spent(sessions: SessionFactory) -> int:
+    """The figures erasures keep for the budgets, once they no longer count (the daily
+    prune): how many erasures changed."""
+    now = utcnow()
+    async with unit_of_work(sessions) as session:
+        return await register.drop_spent(session, today=jst_day(now), hour_ago=now - HOUR)
 
 
 # --- the job --------------------------------------------------------------------------------
@@ -327,6 +338,9 @@ def format_receipt(counts: dict[str, int]) -> str:
         f"{n('episodes', 'channel summary', 'channel summaries')} and "
         f"{n('replies_blanked', 'reply of mine', 'replies of mine')} built from what you said. "
         "My memory log keeps only that this erasure happened, not what was erased. "
+        "So that my daily limits stay fair, I kept two numbers, no words: the tokens you used "
+        f"today ({counts.get('tokens_kept', 0):,}) until midnight Japan time, and "
+        f"{n('tasks_kept', 'task', 'tasks')} you asked for in the last hour, for that hour. "
         "I won't learn anything new about you from now on; `!memory resume` turns learning "
         "back on if you change your mind."
     )
@@ -358,6 +372,11 @@ async def _prepare(session: AsyncSession, who: Who, progress: Progress) -> bool:
     rated |= await channel_log.spoke_in_windows(session, user_id, windows)
     progress.legacy_styles = [styles[i][0] for i in sorted(rated)]
     await consent.pause(session, user_id)  # they asked to be forgotten
+    # The step records that hold their task grants go with their messages: the hour's
+    # quota keeps counting them here, as times only.
+    grants = await steps.task_grants_within_the_hour(session, user_id)
+    await register.keep_task_grants(session, user_id, grants)
+    progress.add("tasks_kept", len(grants))
     closed = await inbox.close_unfinished_of(
         session, user_id, before=who.erasure.started_at, keep=who.erasure.command_event_id
     )
@@ -546,7 +565,12 @@ async def _artifacts(session: AsyncSession, who: Who, progress: Progress) -> boo
     progress.add("thread_names", await directory.forget_names(session, user_id))
     progress.add("tombstones", await channel_log.delete_tombstones(session, author_id=user_id))
     progress.names = []  # nothing after this phase needs them: a later failure keeps none
-    # Their model usage stays in the totals, as nobody's.
+    # Their model usage stays in the totals, as nobody's; today's tokens stay theirs as a
+    # number, so the daily budget still counts them.
+    today = jst_day(utcnow())
+    spent = await usage.person_tokens(session, today, user_id)
+    await register.keep_tokens(session, user_id, today, spent)
+    progress.add("tokens_kept", spent)
     progress.add("usage_rows", await usage.forget_person(session, user_id))
     progress.advance()
     return False

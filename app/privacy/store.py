@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -184,6 +184,90 @@ async def resume_failed(session: AsyncSession, user_id: int) -> ErasureRecord | 
         .execution_options(populate_existing=True)
     )
     return _record(row) if row is not None else None
+
+
+# --- what the budgets still count ---------------------------------------------------------
+# An erasure takes the person's usage rows (to nobody) and step records (with their task
+# grants) away; the register keeps the figures the daily token budget and the hourly task
+# quota need, as numbers, on the person's newest erasure.
+
+_NEWEST = "(SELECT max(id) FROM erasures WHERE user_id = :user_id)"
+
+_KEEP_TOKENS = text(
+    f"""
+    UPDATE erasures SET kept = kept || jsonb_build_object(
+        'day', CAST(:day AS text),
+        'tokens', CASE WHEN kept ->> 'day' = CAST(:day AS text)
+                       THEN coalesce((kept ->> 'tokens')::bigint, 0) ELSE 0 END + :tokens)
+    WHERE id = {_NEWEST}
+    """
+)
+_KEEP_GRANTS = text(
+    f"""
+    UPDATE erasures SET kept = kept || jsonb_build_object('task_grants',
+        coalesce(kept -> 'task_grants', '[]'::jsonb) || to_jsonb(CAST(:grants AS text[])))
+    WHERE id = {_NEWEST}
+    """
+)
+_KEPT_TOKENS = text(
+    "SELECT coalesce(sum((kept ->> 'tokens')::bigint), 0) FROM erasures "
+    "WHERE user_id = :user_id AND kept ->> 'day' = CAST(:day AS text)"
+)
+_KEPT_GRANTS = text(
+    "SELECT count(*) FROM erasures, jsonb_array_elements_text(kept -> 'task_grants') AS g "
+    "WHERE user_id = :user_id AND CAST(g AS timestamptz) > :since"
+)
+
+
+async def keep_tokens(session: AsyncSession, user_id: int, day: date, tokens: int) -> None:
+    """Add ``tokens`` to what the person spent on ``day`` (a JST day), as their erasure keeps
+    it; an earlier day's figure is replaced."""
+    if tokens > 0:
+        await session.execute(
+            _KEEP_TOKENS, {"user_id": user_id, "day": day.isoformat(), "tokens": tokens}
+        )
+
+
+async def keep_task_grants(
+    session: AsyncSession, user_id: int, grants: Collection[datetime]
+) -> None:
+    """The times of the person's task grants still within the hour, as their erasure keeps
+    them."""
+    if grants:
+        moments = sorted(moment.isoformat() for moment in grants)
+        await session.execute(_KEEP_GRANTS, {"user_id": user_id, "grants": moments})
+
+
+async def kept_tokens(session: AsyncSession, user_id: int, day: date) -> int:
+    """The tokens the person's erasures keep for ``day``."""
+    found = await session.scalar(_KEPT_TOKENS, {"user_id": user_id, "day": day.isoformat()})
+    return int(found or 0)
+
+
+async def kept_task_grants(session: AsyncSession, user_id: int, since: datetime) -> int:
+    """How many of the task grants the person's erasures keep were made after ``since``."""
+    found = await session.scalar(_KEPT_GRANTS, {"user_id": user_id, "since": since})
+    return int(found or 0)
+
+
+async def drop_spent(session: AsyncSession, *, today: date, hour_ago: datetime) -> int:
+    """Forget the kept figures that no longer count: a day's tokens after that day, task
+    grants older than the hour. How many erasures changed."""
+    result = await session.execute(
+        text(
+            """
+            UPDATE erasures SET kept = '{}'::jsonb
+            WHERE kept <> '{}'::jsonb
+              AND coalesce(kept ->> 'day', '') < CAST(:today AS text)
+              AND NOT EXISTS (
+                  SELECT 1 FROM jsonb_array_elements_text(
+                      coalesce(kept -> 'task_grants', '[]'::jsonb)) AS g
+                  WHERE CAST(g AS timestamptz) > :hour_ago)
+            """
+        ),
+        {"today": today.isoformat(), "hour_ago": hour_ago},
+    )
+    return int(getattr(result, "rowcount", 0))
 
 
 async def running_ids(session: AsyncSession) -> list[int]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -652,7 +652,9 @@ async def _grant_task(services: Services, message: MessageCreate, attempt: Attem
     per_hour = services.settings.tasks_per_user_per_hour
     event_id, speaker = attempt.event_id, message.author.id
     async with writing(services, attempt, speaker) as (session, _):
-        granted = await steps.grant_task(session, event_id, speaker, per_hour=per_hour)
+        hour_ago = utcnow() - timedelta(hours=1)
+        kept = await register.kept_task_grants(session, speaker, since=hour_ago)  # erased
+        granted = await steps.grant_task(session, event_id, speaker, per_hour=per_hour, kept=kept)
         if not granted:
             refusal = {"text": TASK_LIMITED, "rate_limited": True}
             await steps.record(session, event_id, Step.TASK, refusal)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -114,18 +115,36 @@ _TASK_GRANTS = text(
 )
 
 
-async def grant_task(session: AsyncSession, event_id: str, user_id: int, *, per_hour: int) -> bool:
+_TASK_GRANT_TIMES = text(
+    """
+    SELECT done_at FROM completed_steps
+    WHERE step = 'task-grant' AND result ->> 'user_id' = :user_id
+      AND done_at > now() - interval '1 hour'
+      AND coalesce((result ->> 'granted')::boolean, false)
+    """
+)
+
+
+async def grant_task(
+    session: AsyncSession, event_id: str, user_id: int, *, per_hour: int, kept: int = 0
+) -> bool:
     """Whether this event may run a task for ``user_id``: fewer than ``per_hour`` tasks of
-    theirs were granted in the last hour, on any worker. Decided once per event (a retried
-    job gets the same answer and spends no second grant); the caller commits it."""
+    theirs were granted in the last hour, on any worker (``kept``: those an erasure of theirs
+    still counts). Decided once per event (a retried job gets the same answer and spends no
+    second grant); the caller commits it."""
     await xact_lock(session, "task-grant", user_id)  # one decision per person at a time
     earlier = await done(session, event_id, Step.TASK_GRANT)
     if earlier is not None:
         return bool(earlier.get("granted"))
     recent = int(await session.scalar(_TASK_GRANTS, {"user_id": str(user_id)}) or 0)
-    granted = recent < per_hour
+    granted = recent + kept < per_hour
     await record(session, event_id, Step.TASK_GRANT, {"user_id": str(user_id), "granted": granted})
     return granted
+
+
+async def task_grants_within_the_hour(session: AsyncSession, user_id: int) -> list[datetime]:
+    """When the person's task grants of the last hour were made (what an erasure keeps)."""
+    return list(await session.scalars(_TASK_GRANT_TIMES, {"user_id": str(user_id)}))
 
 
 _NOTICES_TODAY = text(

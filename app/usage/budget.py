@@ -14,6 +14,7 @@ from enum import StrEnum
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.versioned import VersionedCache
+from app.privacy import store as register
 from app.usage import store
 
 GuildTokens = VersionedCache[tuple[date, int], int]
@@ -49,8 +50,10 @@ async def over_budget(
     """The budget ``user_id`` (speaking in ``guild_id``; None: a DM, which no guild pays)
     has used up on ``day``, if any. No query for a cap that is unset."""
     person = guild = None
-    if per_user is not None:
-        person = await store.person_tokens(session, day, user_id)
+    if per_user is not None:  # what an erasure of theirs took from the rows still counts
+        person = await store.person_tokens(session, day, user_id) + await register.kept_tokens(
+            session, user_id, day
+        )
     if per_guild is not None and guild_id is not None:
         guild = await guild_tokens.get(
             (day, guild_id), lambda: store.guild_tokens(session, day, guild_id)

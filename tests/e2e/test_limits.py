@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import text
 
 from app.commands.memory import DM_FAILED
 from app.config import Settings
@@ -196,3 +197,34 @@ async def test_a_reply_to_the_bot_counts_against_the_turn_limit(
         bob = message_create(content="that's wrong", author_id=BOB, reply_to=posted)
         await stack.deliver(bob)
         assert len(stack.jev.asked(Question.IS_CORRECTION)) == 1  # within Bob's limit
+
+
+async def test_forgetme_then_a_new_dm_over_the_days_cap_is_refused(
+    open_stack: StackFactory, sessions: SessionFactory
+) -> None:
+    async with open_stack(daily_tokens_per_user=1) as stack:
+
+        def dm(text: str) -> dict[str, Any]:
+            return message_create(content=text, author_id=ALICE, guild_id=None, channel_id=77)
+
+        first = dm("hi in private")
+        await stack.deliver(first)
+        assert replies_to(stack, first) == [REPLY]  # its tokens pass the cap of one
+        await stack.deliver(dm("!forgetme"))
+        asked = len(stack.model.requests), len(stack.jev.requests)
+
+        again = dm("hello again")
+        await stack.deliver(again)
+
+        assert replies_to(stack, again) == [OVER_BUDGET[Budget.PERSON]]
+        assert (len(stack.model.requests), len(stack.jev.requests)) == asked
+        async with sessions() as session:  # the number stays; her id leaves the usage rows
+            rows = await session.scalar(
+                text("SELECT count(*) FROM model_usage WHERE user_id = :u"), {"u": ALICE}
+            )
+            kept = await session.scalar(
+                text("SELECT kept FROM erasures WHERE user_id = :u"), {"u": ALICE}
+            )
+        assert rows == 0 and kept["tokens"] > 0
+        receipt = "\n".join(m["content"] for m in stack.discord.dms_to(ALICE))
+        assert f"the tokens you used today ({kept['tokens']:,})" in receipt

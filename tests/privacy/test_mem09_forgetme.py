@@ -318,6 +318,8 @@ async def test_mem09_ledger_keeps_that_an_erasure_happened_not_what(env: MemoryE
         "mentions_replaced": 2,  # Bob's message and his episode
         "usage_rows": 0,  # no worker ran here to meter the calls
         "ledger_read_counts": 0,  # nothing was rolled up
+        "tokens_kept": 0,  # nothing metered today
+        "tasks_kept": 0,
     }
     assert all(r.created_at is not None for r in rows)
 

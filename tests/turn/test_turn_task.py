@@ -206,3 +206,24 @@ async def test_past_the_hourly_limit_a_person_gets_a_polite_reply_and_no_task(
     assert len(agent_calls(stack)) == 3  # Alice twice, Bob once
     after = REGISTRY.get_sample_value("task_requests_total", {"outcome": "rate_limited"})
     assert after == limited + 1
+
+
+async def test_forgetme_does_not_give_back_the_hours_tasks(
+    task_stack: StackFactory, sessions: SessionFactory
+) -> None:
+    async with task_stack(tasks_per_user_per_hour=1) as stack:
+        prepare(stack, Text(TASK_ANSWER))
+        await stack.deliver(task_message("find the release date"))
+        await stack.deliver(message_create(content="!forgetme", author_id=ALICE))
+        async with sessions() as session:  # her step records went with her messages
+            steps = await session.scalar(
+                text("SELECT count(*) FROM completed_steps WHERE step = 'task-grant'")
+            )
+        assert steps == 0
+        await stack.deliver(task_message("and another one"))
+
+    replies = [r["content"] for r in stack.replies() if r["content"] in (TASK_ANSWER, TASK_LIMITED)]
+    assert replies == [TASK_ANSWER, TASK_LIMITED]
+    assert len(agent_calls(stack)) == 1
+    receipt = "\n".join(m["content"] for m in stack.discord.dms_to(ALICE))
+    assert "1 task you asked for in the last hour" in receipt

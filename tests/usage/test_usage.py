@@ -8,7 +8,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import AsyncIterator
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import httpx
@@ -22,8 +22,9 @@ from app.db import SessionFactory, unit_of_work
 from app.kit.clock import jst_day, utcnow
 from app.kit.spend import PurposeSpend, UsageKey
 from app.models.usage import ModelUsage
+from app.privacy import store as register
 from app.usage import store
-from app.usage.meter import without
+from app.usage.meter import tokens_of, without
 from app.usage.store import EVERYWHERE, Spent
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, Stack, running_stack
@@ -237,6 +238,49 @@ def test_calls_for_someone_erased_meanwhile_are_written_as_nobodys() -> None:
         UsageKey(DAY, GUILD, None, "reply"): spent(2, 15, 2),
         UsageKey(DAY, GUILD, BOB, "reply"): spent(1, 7, 1),
     }
+
+
+def test_the_tokens_of_someone_erased_meanwhile_are_kept_by_person_and_day() -> None:
+    later = date(2026, 12, 2)
+    usage = {
+        UsageKey(DAY, GUILD, ALICE, "reply"): spent(1, 10, 1),
+        UsageKey(DAY, None, ALICE, "worth_keeping"): spent(1, 5, 0),
+        UsageKey(later, GUILD, ALICE, "reply"): spent(1, 3, 1),
+        UsageKey(DAY, GUILD, BOB, "reply"): spent(1, 7, 1),
+    }
+    assert tokens_of(usage, {ALICE}) == {(ALICE, DAY): 16, (ALICE, later): 4}
+
+
+async def test_what_an_erasure_keeps_for_the_budgets_counts_until_it_no_longer_does(
+    sessions: SessionFactory,
+) -> None:
+    now = utcnow()
+    today = jst_day(now)
+    async with unit_of_work(sessions) as session:
+        await register.start(session, ALICE, requested_by=register.RequestedBy.ADMIN)
+        await register.keep_tokens(session, ALICE, today, 120)
+        await register.keep_tokens(session, ALICE, today, 30)  # a late job's: added
+        await register.keep_task_grants(
+            session, ALICE, [now - timedelta(minutes=50), now - timedelta(minutes=10)]
+        )
+    async with sessions() as session:
+        assert await register.kept_tokens(session, ALICE, today) == 150
+        assert await register.kept_tokens(session, ALICE, today - timedelta(days=1)) == 0
+        assert await register.kept_tokens(session, BOB, today) == 0
+        half_hour_ago = now - timedelta(minutes=30)
+        assert await register.kept_task_grants(session, ALICE, since=half_hour_ago) == 1
+    async with unit_of_work(sessions) as session:  # today: both still count
+        assert await register.drop_spent(session, today=today, hour_ago=now) == 0
+    async with unit_of_work(sessions) as session:  # the next day, an hour on
+        later = now + timedelta(days=1)
+        assert (
+            await register.drop_spent(
+                session, today=jst_day(later), hour_ago=later - timedelta(hours=1)
+            )
+            == 1
+        )
+    async with sessions() as session:
+        assert await register.kept_tokens(session, ALICE, today) == 0
 
 
 def test_bot_usage_parses_as_a_staff_command_and_takes_no_arguments() -> None:
