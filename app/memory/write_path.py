@@ -34,6 +34,7 @@ from app.memory.recall import exchange_query
 from app.memory.records import MemoryRecord, SourceMessage, Why
 from app.privacy import store as register
 from app.services import Services
+from app.usage.budget import background_over_budget
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
@@ -75,11 +76,15 @@ async def run_write_path(
     trigger: str | None = None,
 ) -> WriteOutcome:
     """Run the seven steps for ``exchange.speaker_id``; the only profile it can touch. Its
-    model calls are the speaker's, in the place the exchange was said."""
+    model calls are the speaker's, in the place the exchange was said, and it does not start
+    once the speaker's or that guild's daily token budget is spent."""
     if not exchange.usable:
         return WriteOutcome(stopped="unusable")
     place = exchange.place
-    with paid_by(place.guild_id if place is not None else None, exchange.speaker_id):
+    guild_id = place.guild_id if place is not None else None
+    if await background_over_budget(services, guild_id=guild_id, people=[exchange.speaker_id]):
+        return WriteOutcome(stopped="over_budget")  # nothing asked: the day's budget is spent
+    with paid_by(guild_id, exchange.speaker_id):
         return await _write_path(services, exchange, actor=actor, run_id=run_id, trigger=trigger)
 
 

@@ -40,6 +40,7 @@ from app.privacy import store as register
 from app.services import Services
 from app.signals import store as signals
 from app.structured.retention import purge_expired
+from app.usage.budget import background_over_budget
 from app.vocabulary import Actor, NightlyStep, StepName
 
 logger = logging.getLogger(__name__)
@@ -345,6 +346,8 @@ async def _guild_style(services: Services, run: RunView, guild_id: int) -> list[
     feedback = [signal for signal in feedback if not signal.people & paused]
     if not feedback:
         return []
+    if await background_over_budget(services, guild_id=guild_id) is not None:
+        return [f"style: guild {guild_id}: its daily token budget is spent; the style is kept"]
     try:
         async with asyncio.timeout(STEP_BUDGET_S):
             revised = await revise_style(services.chat, current, feedback)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -78,20 +78,39 @@ async def author_of(session: AsyncSession, message_id: int) -> int:
     return (await message_authors(session, [message_id])).get(message_id, UNKNOWN_USER)
 
 
-async def unconsumed_count(session: AsyncSession, channel_id: int, *, up_to: int) -> int:
-    """How many unconsumed observations the channel has, counting no further than ``up_to``."""
-    inner = (
-        select(Observation.id)
-        .where(Observation.channel_id == channel_id, Observation.consumed_at.is_(None))
-        .limit(up_to)
-        .subquery()
-    )
-    return int((await session.execute(select(func.count()).select_from(inner))).scalar_one())
+# How far back (newest first) the trigger looks at unconsumed observations: a flood from one
+# person cannot push everyone else's out of its view.
+TRIGGER_SCAN = 1000
+
+_SHARED_COUNT = text(
+    """
+    SELECT coalesce(sum(least(n, :share)), 0) FROM (
+        SELECT count(*) AS n FROM (
+            SELECT user_id FROM observations
+            WHERE channel_id = :channel_id AND consumed_at IS NULL
+            ORDER BY id DESC LIMIT :scan
+        ) AS newest GROUP BY user_id
+    ) AS per_person
+    """
+)
+
+
+def person_share(every: int) -> int:
+    """Pure: how many of one person's observations count towards a trigger of ``every``:
+    half of it, rounded up, so (from two on) nobody's traffic alone triggers a consolidation."""
+    return (every + 1) // 2
 
 
 async def should_consolidate(session: AsyncSession, channel_id: int, every: int) -> bool:
-    """MEM-02's trigger: at least ``every`` unconsumed observations in the channel."""
-    return await unconsumed_count(session, channel_id, up_to=every) >= every
+    """MEM-02's trigger: at least ``every`` unconsumed observations in the channel, one
+    person's (or the bot's) counting for at most ``person_share(every)``: a single person's
+    flood of unaddressed messages or reactions never triggers model work by itself, and at
+    most halves the wait for the consolidations that others' activity triggers."""
+    counted = await session.scalar(
+        _SHARED_COUNT,
+        {"channel_id": channel_id, "share": person_share(every), "scan": TRIGGER_SCAN},
+    )
+    return int(counted or 0) >= every
 
 
 @dataclass(frozen=True, slots=True)

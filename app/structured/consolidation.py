@@ -38,6 +38,7 @@ from app.observations import store as observations
 from app.observations.store import Kind, ObservationRecord
 from app.privacy import store as register
 from app.services import Services
+from app.usage.budget import background_over_budget
 from app.vocabulary import Actor
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def job_id(channel_id: int) -> str:
 @dataclass
 class ConsolidationOutcome:
     """``status``: done, busy (another run holds the lock), memory_off, nothing, model_failed,
-    erased (someone it was made from is being erased)."""
+    erased (someone it was made from is being erased), over_budget (its payer's daily token
+    budget is spent: nothing is asked of any model, nothing consumed)."""
 
     status: str
     episode_id: int | None = None
@@ -163,6 +165,16 @@ class Batch:
         return [s.id for s in self.read]
 
     @property
+    def payers(self) -> tuple[int | None, list[int]]:
+        """Who pays for the episode: the channel's guild, or in a DM its person (their own
+        budget)."""
+        guild_id = self.place.guild_id if self.place is not None else None
+        if guild_id is not None:
+            return guild_id, []
+        people = {s.user_id for s in self.seen if s.kind == Kind.MESSAGE}
+        return None, sorted(people - {observations.UNKNOWN_USER})
+
+    @property
     def sources(self) -> set[int]:
         """Provenance: everyone whose words or acts the episode is made from (the previous
         episode's sources carried over with its text)."""
@@ -176,6 +188,12 @@ async def _consolidate(services: Services, channel_id: int) -> ConsolidationOutc
     batch = await _read_batch(services, channel_id)
     if not batch.seen:
         return ConsolidationOutcome("nothing")
+    guild_id, people = batch.payers
+    spent = await background_over_budget(services, guild_id=guild_id, people=people)
+    if spent is not None:
+        # The batch waits, unconsumed, for a day with budget left (nobody asked for this).
+        logger.info("consolidation skipped: daily token budget used up", extra={"budget": spent})
+        return ConsolidationOutcome("over_budget")
     try:
         async with asyncio.timeout(EPISODE_BUDGET_S):
             summary = await _write_episode(services, batch)

@@ -8,13 +8,16 @@ cap may be passed by what the guild spends meanwhile, a rounding error on a day'
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import date
 from enum import StrEnum
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.clock import jst_day, utcnow
 from app.kit.versioned import VersionedCache
 from app.privacy import store as register
+from app.services import Services
 from app.usage import store
 
 GuildTokens = VersionedCache[tuple[date, int], int]
@@ -59,3 +62,37 @@ async def over_budget(
             (day, guild_id), lambda: store.guild_tokens(session, day, guild_id)
         )
     return exhausted(person, guild, per_user=per_user, per_guild=per_guild)
+
+
+async def background_over_budget(
+    services: Services, *, guild_id: int | None, people: Collection[int] = ()
+) -> Budget | None:
+    """The budget spent, if any, for work nobody addressed (consolidation, the memory write
+    path, a guild's style revision), checked before it starts: the guild's, and the own budget
+    of each of ``people`` who would pay for it (a DM's person, a write path's speaker)."""
+    settings = services.settings
+    day = jst_day(utcnow())
+    async with services.sessions() as session:
+        for person in people:
+            spent = await over_budget(
+                session,
+                day,
+                user_id=person,
+                guild_id=None,
+                per_user=settings.daily_tokens_per_user,
+                per_guild=None,
+                guild_tokens=services.guild_tokens,
+            )
+            if spent is not None:
+                return spent
+        if guild_id is None or settings.daily_tokens_per_guild is None:
+            return None
+        return await over_budget(
+            session,
+            day,
+            user_id=0,
+            guild_id=guild_id,
+            per_user=None,
+            per_guild=settings.daily_tokens_per_guild,
+            guild_tokens=services.guild_tokens,
+        )
