@@ -9,10 +9,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import SecretStr
 from sqlalchemy import text
 
-from app.agent.fake_jina import FakeJina
 from app.chat.fake import Reply, Text
 from app.config import RecallScope, Settings
 from app.db import SessionFactory
@@ -27,8 +25,7 @@ from tests.support.frames import (
     thread_create,
 )
 from tests.support.memory_env import add_message
-from tests.support.servers import serve
-from tests.support.stack import BOT_ID
+from tests.support.stack import BOT_ID, task_agent_settings
 from tests.support.trust_env import (
     ALICE,
     BOB,
@@ -304,16 +301,9 @@ async def test_the_name_of_a_thread_she_started_goes_from_the_directory_and_the_
 async def test_her_words_quoted_through_a_reply_chain_leave_the_task_sessions_with_her(
     settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: Any
 ) -> None:
-    jina = FakeJina()
     async with (
-        serve(jina.app) as jina_url,
-        trust_world(
-            settings,
-            monkeypatch,
-            jina_api_key=SecretStr(jina.api_key),
-            jina_search_url=f"{jina_url}/search",
-            jina_reader_url=f"{jina_url}/reader",
-        ) as world,
+        task_agent_settings() as agent,
+        trust_world(settings, monkeypatch, **agent) as world,
     ):
         stack = world.stack
         recipe = by(CAROL, "carol", "my grandmother's recipe: saffron-marker-5521 in the dough")

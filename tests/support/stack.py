@@ -13,6 +13,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from app.agent.fake_jina import FakeJina
 from app.chat.fake import FakeAnthropic, Text
 from app.config import Settings
 from app.decision.fake import FakeJev
@@ -50,6 +51,19 @@ class Stack:
 
     def replies(self) -> list[dict[str, Any]]:
         return list(self.discord.posted)
+
+
+@asynccontextmanager
+async def task_agent_settings() -> AsyncIterator[dict[str, Any]]:
+    """A fake Jina on a real port, and the setting overrides that give the worker a task agent
+    whose web tools reach it."""
+    jina = FakeJina()
+    async with serve(jina.app) as url:
+        yield {
+            "jina_api_key": SecretStr(jina.api_key),
+            "jina_search_url": f"{url}/search",
+            "jina_reader_url": f"{url}/reader",
+        }
 
 
 @asynccontextmanager
