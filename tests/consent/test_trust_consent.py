@@ -18,7 +18,7 @@ from app.kit.clock import utcnow
 from app.models.memory import Memory
 from tests.support.memory_env import add_message
 from tests.support.stack import BOT_ID
-from tests.support.trust_env import ALICE, BOB, CHANNEL_A, World, tonight, trust_world
+from tests.support.trust_env import ALICE, BOB, CAROL, CHANNEL_A, World, tonight, trust_world
 
 EVERY = 4  # MEMORY_CONSOLIDATE_EVERY for these tests
 
@@ -76,6 +76,7 @@ async def test_pause_stops_channel_consolidation_from_learning_about_her(
     for n in range(EVERY):  # unaddressed chatter; enough to trigger a consolidation
         await world.tell(ALICE, f"secret hobby {n}: falconry", mention=False)
         await world.tell(BOB, f"bob hobby {n}: chess", mention=False)
+        await world.tell(CAROL, f"carol hobby {n}: go", mention=False)  # one alone never does
 
     assert asked_about(world, "falconry") == []
     assert not model_saw(world, "falconry")  # not even in the episode's input

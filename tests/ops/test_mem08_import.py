@@ -288,10 +288,14 @@ async def test_mem08_people_who_used_forgetme_are_not_brought_back(
     async with memory_env(settings, sessions) as env:
         await erase_now(env.services, ALICE)
     json_path = tmp_path / "legacy.json"
-    json_path.write_text(json.dumps({"500": "Alice organised the hike", "502": "Bob sings"}))
+    # Her name there is distinctive ("Alice" alone is a common word, which names no one).
+    summaries = {"500": "Alice Quokka organised the hike", "502": "Bob sings"}
+    json_path.write_text(json.dumps(summaries))
+    first, *rest = ROWS["messages"]
+    named = {**ROWS, "messages": [(*first[:4], "Alice Quokka", *first[5:]), *rest]}
 
     report = await import_legacy(
-        sessions, sqlite_path=build_sqlite(tmp_path / "b.sqlite"), legacy_json=json_path
+        sessions, sqlite_path=build_sqlite(tmp_path / "b.sqlite", rows=named), legacy_json=json_path
     )
 
     assert inserted(report) == {
