@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from alembic import command
 from app.config import Settings
 from app.db import SessionFactory, create_engine, create_session_factory
+from app.discord.fake import MISFITS
 from app.models import Base
 from tests.support.stack import Stack, running_stack
 from tests.support.trust_env import World, trust_world
@@ -159,3 +160,15 @@ async def stack(
     module defining its own ``stack`` (other settings, another stack) overrides this one."""
     async with running_stack(settings, monkeypatch) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def discord_calls_fit_the_description() -> Iterator[None]:
+    """Every request any fake Discord got during the test fits Discord's published API
+    description (app/discord/described.py); a test that sends a misfit on purpose takes it
+    back with ``FakeDiscord.take_misfits``."""
+    MISFITS.clear()
+    yield
+    misfits = [str(m) for m in MISFITS]
+    MISFITS.clear()
+    assert misfits == [], "Discord calls that do not fit its API description"

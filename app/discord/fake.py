@@ -3,9 +3,12 @@
 It speaks the wire format of the calls the bot makes (auth, message create with
 ``enforce_nonce``, reactions, DM channels, typing, fetching a message or a channel, JSON
 error codes, 429 bodies and rate-limit headers), records every call in order, and takes
-injected faults and delays. Serve ``FakeDiscord().app`` (e.g. with
-``tests/support/servers.serve``) and point ``DISCORD_API_BASE`` at it. ``FakeCDN`` stands in
-for Discord's attachment CDN (cdn.discordapp.com)."""
+injected faults and delays. Every request is first held against Discord's published API
+description (``app/discord/described.py``): one that does not fit gets Discord's own error
+and is kept in ``misfits`` (and in ``MISFITS``, which the test suite checks after each
+test). Serve ``FakeDiscord().app`` (e.g. with ``tests/support/servers.serve``) and point
+``DISCORD_API_BASE`` at it. ``FakeCDN`` stands in for Discord's attachment CDN
+(cdn.discordapp.com)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import asyncio
 import email.policy
 import itertools
 import json
+import logging
 import math
 import re
 import time
@@ -26,6 +30,8 @@ from urllib.parse import unquote
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
+from app.discord.described import Description, Misfit
+from app.discord.described import Request as Described
 from app.discord.errors import (
     CANNOT_DM_USER,
     INVALID_FORM_BODY,
@@ -35,6 +41,11 @@ from app.discord.errors import (
 )
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
+log = logging.getLogger(__name__)
+# Every misfit of every fake in this process, in order: the test suite fails a test that
+# leaves one here (tests/conftest.py); a test that sends one on purpose takes it back
+# (``FakeDiscord.take_misfits``).
+MISFITS: list[Misfit] = []
 _MESSAGES = re.compile(r"/channels/(\d+)/messages")
 _MESSAGE = re.compile(r"/channels/(\d+)/messages/(\d+)")
 _CHANNEL = re.compile(r"/channels/(\d+)")
@@ -112,6 +123,8 @@ class FakeDiscord:
     # every new reaction, and ("dm_channel", {...}) when a DM channel is first opened: a
     # live view (the dev playground) follows the fake without polling its lists.
     listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    # Requests that did not fit Discord's API description (answered with Discord's error).
+    misfits: list[Misfit] = field(default_factory=list)
     _known_ids: set[int] = field(default_factory=set)
     _last_id: int = 0
 
@@ -248,6 +261,15 @@ class FakeDiscord:
     def reactions_on(self, message_id: int) -> list[str]:
         return [r.emoji for r in self.reactions if r.message_id == message_id]
 
+    def take_misfits(self) -> list[Misfit]:
+        """This fake's misfits, taken back from ``MISFITS`` (for a test that sends them on
+        purpose)."""
+        mine, self.misfits = self.misfits, []
+        for misfit in mine:
+            if misfit in MISFITS:
+                MISFITS.remove(misfit)
+        return mine
+
     def calls_to(self, method: str, path_prefix: str = "/") -> list[Call]:
         return [c for c in self.calls if c.method == method and c.path.startswith(path_prefix)]
 
@@ -277,16 +299,22 @@ class FakeDiscord:
             arrived = time.monotonic()
             if (delay := self._take(self.delays, request.method, unquote(raw_path))) is not None:
                 await asyncio.sleep(delay.retry_after or 0.0)
-            response = self._answer(request, unquote(raw_path), data)
+            described = Described(
+                request.method, raw_path, dict(request.query_params), _as_sent(data), content_type
+            )
+            response = self._answer(request, unquote(raw_path), data, described)
             self.calls.append(Call(request.method, raw_path, data, arrived, response.status_code))
             return response
 
         return app
 
-    def _answer(self, request: Request, path: str, data: Any) -> Response:
+    def _answer(self, request: Request, path: str, data: Any, described: Described) -> Response:
         method = request.method
         if request.headers.get("authorization") != f"Bot {self.token}":
             return _error(401, 0, "401: Unauthorized")
+        if (misfit := Description.shipped().check(described)) is not None:
+            self._misfit(misfit)
+            return JSONResponse(misfit.body, status_code=misfit.status)
         fault = self._take_fault(method, path)
         if fault is not None and not fault.after:
             return _fault_response(fault)
@@ -313,6 +341,12 @@ class FakeDiscord:
         if method == "GET" and (match := _CHANNEL.fullmatch(path)):
             return self._get_channel(int(match[1]))
         return _error(404, 0, "404: Not Found")
+
+    def _misfit(self, misfit: Misfit) -> None:
+        self.misfits.append(misfit)
+        MISFITS.append(misfit)
+        log.error("request does not fit Discord's API description", extra={"misfit": str(misfit)})
+        self._notify("misfit", {"request": f"{misfit.method} {misfit.path}", "why": str(misfit)})
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
         return self._take(self.faults, method, path)
@@ -646,6 +680,15 @@ def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
             files.append((str(part.get_filename() or name), raw))
     data[_FILES] = files
     return data
+
+
+def _as_sent(data: Any) -> Any:
+    """The body as Discord reads it: for multipart, ``payload_json`` with each file part
+    named beside it."""
+    if not isinstance(data, dict) or _FILES not in data:
+        return data
+    files = {f"files[{n}]": name for n, (name, _) in enumerate(data[_FILES])}
+    return {**{k: v for k, v in data.items() if k != _FILES}, **files}
 
 
 def _error(status: int, code: int, message: str, **extra: Any) -> JSONResponse:
