@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     # Addressed turns and chat commands per person in any rolling minute (Redis, shared).
     turns_per_user_per_minute: PositiveInt = 10
     commands_per_user_per_minute: PositiveInt = 10
+    # Slash-command autocomplete answers per person in any rolling minute: each is a read of
+    # their memories, made as they type (past it they get no choices until the minute ends).
+    autocomplete_per_user_per_minute: PositiveInt = 60
     # Model tokens (input + output, every purpose) per JST day; unset: no cap.
     daily_tokens_per_user: PositiveInt | None = None
     daily_tokens_per_guild: PositiveInt | None = None

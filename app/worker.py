@@ -26,6 +26,7 @@ from arq.worker import Function
 from app.channel.store import prune_tombstones
 from app.config import Settings, SettingsError, load_settings
 from app.db import unit_of_work
+from app.inbound.acknowledge import ACKNOWLEDGE
 from app.inbound.store import (
     DEDUPE_WINDOW,
     PROCESS_EVENT,
@@ -170,6 +171,14 @@ def _functions() -> list[Function]:
                 (CONSOLIDATE, "consolidate"),
                 (ERASE, "erase_person"),
             )
+        ),
+        # Only a deferral, in Discord's three seconds: never retried, done in seconds.
+        func(
+            _task(ACKNOWLEDGE, "acknowledge_interaction"),
+            name=ACKNOWLEDGE.name,
+            timeout=10,
+            keep_result=0,
+            max_tries=1,
         ),
     ]
 

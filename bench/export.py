@@ -149,6 +149,8 @@ async def _stall_of(work: Any) -> tuple[float, float]:
 
 async def child(args: argparse.Namespace) -> None:
     from app.commands import memory  # after the parent's args: the child imports the app
+    from app.commands.answer import InChannel
+    from app.commands.invocation import Invocation
     from app.wiring import open_services
     from tests.support.queue import InMemoryQueue
 
@@ -164,10 +166,11 @@ async def child(args: argparse.Namespace) -> None:
     async with open_services(settings, queue=InMemoryQueue()) as services:
 
         def command(trigger: int) -> Any:
-            asker = memory.Asker(args.person, CHANNEL, GUILD, trigger)
+            asker = Invocation(args.person, CHANNEL, GUILD, trigger, str(trigger))
+            answer = InChannel(services.discord, asker)
             if args.child == "export":
-                return memory.memory_export(services, asker)
-            return memory.memory_show(services, asker, everything=True)
+                return memory.memory_export(services, asker, answer)
+            return memory.memory_show(services, asker, answer, everything=True)
 
         await command(
             args.trigger + WARM_UP

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from app.channel.exchange import Place
+from app.commands.invocation import Invocation
 from app.commands.parser import StaffCommand, StaffPin
 from app.config import Settings
-from app.frames.events import MessageCreate
 
 
 class Refusal(StrEnum):
@@ -28,6 +28,7 @@ class Refusal(StrEnum):
     GLOBAL_PIN = "Not allowed: only an operator can pin a fact for every channel."
     GLOBAL_UNPIN = "Not allowed: only an operator can remove a pin for every channel."
     OTHER_GUILD_PIN = "Not allowed: that pin belongs to another server."
+    OTHER_GUILD_CHANNEL = "Not allowed: that channel belongs to another server."
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +41,19 @@ class Authority:
     operator: bool
 
     @classmethod
-    def of(cls, message: MessageCreate, settings: Settings) -> Authority:
-        guild_id = message.guild_id
-        # The frame's member roles are this guild's: a role held elsewhere never shows here.
-        roles = message.member.roles if guild_id is not None and message.member else []
-        staff = message.author.id in settings.staff_user_ids or any(
+    def of(cls, who: Invocation, settings: Settings) -> Authority:
+        guild_id = who.guild_id
+        # The member roles a frame or an interaction carries are this guild's: a role held
+        # elsewhere never shows here (and a DM carries none).
+        roles = who.roles if guild_id is not None else ()
+        staff = who.user_id in settings.staff_user_ids or any(
             role in settings.staff_role_ids for role in roles
         )
         return cls(
-            actor_id=message.author.id,
+            actor_id=who.user_id,
             guild_id=guild_id,
             staff_here=staff and guild_id is not None,
-            operator=message.author.id in settings.operator_user_ids,
+            operator=who.user_id in settings.operator_user_ids,
         )
 
     @property

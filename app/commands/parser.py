@@ -96,15 +96,19 @@ class StaffUnpin:
 class StaffChannelShow:
     """`!bot channel`: what holds in this channel."""
 
+    channel_id: int | None = None  # another channel of this guild (a slash option); None: here
+
 
 @dataclass(frozen=True, slots=True)
 class StaffChannelMode:
     mode: Mode
+    channel_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StaffChannelPersona:
     text: str | None  # None: clear it
+    channel_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +170,8 @@ def parse_command(content: str, bot_user_id: int) -> Command | None:
     return None
 
 
-def _an_id(word: str) -> int | None:
+def an_id(word: str) -> int | None:
+    """A memory or pin id as a person writes it (digits, within a 64-bit id), or None."""
     if _ID.fullmatch(word) and int(word) <= _MAX_ID:
         return int(word)
     return None
@@ -183,7 +188,7 @@ def _memory(rest: str) -> MemoryCommand | Usage:
             return MemoryShow()
         case ["show", "all"]:
             return MemoryShow(everything=True)
-        case ["why", word] if (memory_id := _an_id(word)) is not None:
+        case ["why", word] if (memory_id := an_id(word)) is not None:
             return MemoryWhy(memory_id)
         case ["export"]:
             return MemoryExport()
@@ -193,7 +198,7 @@ def _memory(rest: str) -> MemoryCommand | Usage:
             return MemoryResume()
         case ["forget", "all"]:
             return MemoryForgetAll()
-        case ["forget", word] if (memory_id := _an_id(word)) is not None:
+        case ["forget", word] if (memory_id := an_id(word)) is not None:
             return MemoryForget(memory_id)
     return Usage(MEMORY_USAGE)
 
@@ -205,9 +210,9 @@ def _staff(rest: str) -> StaffCommand | Usage:
     if sub == "memory" and (user := _USER.fullmatch(arg)):
         user_id = int(user.group(1) or user.group(2))
         return StaffMemory(user_id) if user_id <= _MAX_ID else Usage(STAFF_USAGE)
-    if sub == "forget-fact" and (memory_id := _an_id(arg)) is not None:
+    if sub == "forget-fact" and (memory_id := an_id(arg)) is not None:
         return StaffForgetFact(memory_id)
-    if sub == "unpin" and (pin_id := _an_id(arg)) is not None:
+    if sub == "unpin" and (pin_id := an_id(arg)) is not None:
         return StaffUnpin(pin_id)
     if sub == "channel":
         return _channel(arg)

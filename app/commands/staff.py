@@ -5,7 +5,8 @@ what belongs to that guild, operators also what reaches past it; a refused comma
 answered and changes nothing. Every memory read and change is in `memory_log` with actor
 `staff` (the staff member's id in the reason); every act, and every refusal, is also a
 structured log line with the actor's id, guild and authority.
-A memory listing is sent by DM to the staff member, never into the (possibly public) channel.
+A memory listing is shown to the staff member alone (by DM, or in a slash command's ephemeral
+answer), never into the (possibly public) channel.
 Channel settings (mode, persona) change through the channel directory, whose change every
 worker's cache sees at its next lookup."""
 
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from app.commands.authority import Authority
+from app.commands.answer import Answer, Part
+from app.commands.authority import Authority, Refusal
+from app.commands.invocation import Invocation
 from app.commands.parser import (
     StaffChannelMode,
     StaffChannelPersona,
@@ -31,8 +35,6 @@ from app.commands.usage import report_usage
 from app.db import unit_of_work
 from app.directory import store as directory
 from app.directory.store import Mode, Rules
-from app.discord.errors import DiscordError
-from app.frames.events import MessageCreate
 from app.memory import store
 from app.memory.records import Why
 from app.pins import store as pins
@@ -70,8 +72,8 @@ LISTING_DM_FAILED = (
 )
 
 
-def _reason(message: MessageCreate, what: str) -> str:
-    return f"staff {message.author.id}: {what}"
+def _reason(who: Invocation, what: str) -> str:
+    return f"staff {who.user_id}: {what}"
 
 
 def log_act(authority: Authority, event: str, **details: object) -> None:
@@ -88,39 +90,48 @@ def log_act(authority: Authority, event: str, **details: object) -> None:
 
 
 async def run_staff_command(
-    services: Services, command: StaffCommand, message: MessageCreate, authority: Authority
+    services: Services,
+    command: StaffCommand,
+    who: Invocation,
+    answer: Answer,
+    authority: Authority,
 ) -> None:
     """Run one staff command with its author's authority here, and answer it."""
     if (refused := authority.refusal(command)) is not None:
         log_act(authority, "staff command refused", command=type(command).__name__)
-        await _answer(services, message, refused)
+        await answer.say(refused)
         return
+    act = Act(services, who, answer, authority)
     match command:
         case StaffMemory(user_id=user_id):
-            await _list_memories(services, message, authority, user_id)
+            await _list_memories(act, user_id)
         case StaffForgetFact(memory_id=memory_id):
-            await _forget_fact(services, message, authority, memory_id)
+            await _forget_fact(act, memory_id)
         case StaffPin(scope=scope, fact=fact):
-            await _pin(services, message, authority, scope, fact)
+            await _pin(act, scope, fact)
         case StaffUnpin(pin_id=pin_id):
-            await _unpin(services, message, authority, pin_id)
+            await _unpin(act, pin_id)
         case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
-            await _channel_setting(services, message, authority, command)
+            await _channel_setting(act, command)
         case StaffUsage():
             log_act(authority, "staff usage shown")
-            await _answer(services, message, await report_usage(services, authority.guild_id))
+            await answer.say(await report_usage(services, authority.guild_id))
 
 
-async def _answer(services: Services, message: MessageCreate, text: str) -> None:
-    await services.discord.send_message(
-        message.channel_id, text, nonce_key=f"staff:{message.id}", reply_to=message.id
-    )
+@dataclass(frozen=True, slots=True)
+class Act:
+    """One staff command being carried out: what it may use, who gave it and where, how it
+    is answered, and with what authority."""
+
+    services: Services
+    who: Invocation
+    answer: Answer
+    authority: Authority
 
 
-async def _list_memories(
-    services: Services, message: MessageCreate, authority: Authority, user_id: int
-) -> None:
-    why = Why(ACTOR, _reason(message, "!bot memory"))
+async def _list_memories(act: Act, user_id: int) -> None:
+    services, authority = act.services, act.authority
+    why = Why(ACTOR, _reason(act.who, "!bot memory"))
     async with unit_of_work(services.sessions) as session:
         # Staff of one guild see what was learned there (an operator in a DM sees all).
         here = authority.reach
@@ -131,48 +142,41 @@ async def _list_memories(
     listing = format_staff_listing(
         user_id, [(m.id, m.content, m.source) for m in shown], total - len(shown)
     )
-    try:
-        await services.discord.send_dm(
-            message.author.id, listing, nonce_key=f"staff-memory:{message.id}"
-        )
-    except DiscordError as exc:
-        log_act(authority, "staff memory listing: DM failed", user_id=user_id, error=repr(exc))
-        await _answer(services, message, LISTING_DM_FAILED)
-        return
-    await _answer(services, message, listing_sent(user_id, len(shown)))
+    await act.answer.show(
+        [Part(listing)],
+        sent=listing_sent(user_id, len(shown)),
+        undeliverable=LISTING_DM_FAILED,
+    )
 
 
-async def _forget_fact(
-    services: Services, message: MessageCreate, authority: Authority, memory_id: int
-) -> None:
-    why = Why(ACTOR, _reason(message, "!bot forget-fact"), trigger=f"staff:{message.id}")
+async def _forget_fact(act: Act, memory_id: int) -> None:
+    services, authority = act.services, act.authority
+    trigger = f"staff:{act.who.trigger_id}"
+    why = Why(ACTOR, _reason(act.who, "!bot forget-fact"), trigger=trigger)
     async with unit_of_work(services.sessions) as session:
         # Under the owner's lock, as the write path takes it: no extraction races the delete.
         gone = await store.delete_one(session, memory_id, why, visible_in=authority.reach)
     if gone is None:
-        await _answer(services, message, f"No memory with id {memory_id} was found.")
+        await act.answer.say(f"No memory with id {memory_id} was found.")
         return
     log_act(authority, "staff forget-fact", memory_id=memory_id, user_id=gone.user_id)
-    await _answer(
-        services, message, f"Deleted memory {memory_id} (it belonged to `{gone.user_id}`)."
-    )
+    await act.answer.say(f"Deleted memory {memory_id} (it belonged to `{gone.user_id}`).")
 
 
-async def _pin(
-    services: Services, message: MessageCreate, authority: Authority, scope: pins.Scope, fact: str
-) -> None:
+async def _pin(act: Act, scope: pins.Scope, fact: str) -> None:
+    services, authority, who = act.services, act.authority, act.who
     if len(fact) > pins.MAX_PIN_CHARS:
-        await _answer(services, message, f"A pin can be at most {pins.MAX_PIN_CHARS} characters.")
+        await act.answer.say(f"A pin can be at most {pins.MAX_PIN_CHARS} characters.")
         return
-    channel_id = message.channel_id if scope == "channel" else None
+    channel_id = who.channel_id if scope == "channel" else None
     async with unit_of_work(services.sessions) as session:
         pin, created = await pins.add_pin(
             session,
             scope=scope,
             channel_id=channel_id,
             content=fact,
-            created_by=message.author.id,
-            guild_id=message.guild_id,
+            created_by=who.user_id,
+            guild_id=who.guild_id,
         )
     log_act(
         authority,
@@ -183,28 +187,27 @@ async def _pin(
         chars=len(fact),
     )
     where = "for this channel" if scope == "channel" else "for every channel"
-    await _answer(services, message, f"Pinned {where} with id {pin.id}.")
+    await act.answer.say(f"Pinned {where} with id {pin.id}.")
 
 
-async def _unpin(
-    services: Services, message: MessageCreate, authority: Authority, pin_id: int
-) -> None:
+async def _unpin(act: Act, pin_id: int) -> None:
+    services, authority = act.services, act.authority
     async with unit_of_work(services.sessions) as session:
         pin = await pins.get_pin(session, pin_id)
         refused = authority.unpin_refusal(pin.scope, pin.guild_id) if pin else None
         if pin is not None and refused is None:
             await pins.remove_pin(session, pin_id)
     if pin is None:
-        await _answer(services, message, f"No pin with id {pin_id} was found.")
+        await act.answer.say(f"No pin with id {pin_id} was found.")
         return
     if refused is not None:
         log_act(authority, "staff unpin refused", pin_id=pin_id, scope=pin.scope)
-        await _answer(services, message, refused)
+        await act.answer.say(refused)
         return
     log_act(
         authority, "staff pin removed", pin_id=pin_id, scope=pin.scope, channel_id=pin.channel_id
     )
-    await _answer(services, message, f"Removed pin {pin_id}.")
+    await act.answer.say(f"Removed pin {pin_id}.")
 
 
 # --- channel settings ------------------------------------------------------------------------
@@ -239,49 +242,52 @@ def describe_rules(channel_id: int, rules: Rules) -> str:
 
 
 async def _channel_setting(
-    services: Services,
-    message: MessageCreate,
-    authority: Authority,
-    command: StaffChannelShow | StaffChannelMode | StaffChannelPersona,
+    act: Act, command: StaffChannelShow | StaffChannelMode | StaffChannelPersona
 ) -> None:
-    if message.guild_id is None:
-        await _answer(services, message, CHANNEL_ONLY)
+    who, authority = act.who, act.authority
+    if who.guild_id is None:
+        await act.answer.say(CHANNEL_ONLY)
         return
+    channel_id = command.channel_id or who.channel_id
     if isinstance(command, StaffChannelPersona) and command.text is not None:
         try:
             directory.clean_persona(command.text)
         except ValueError as exc:
-            await _answer(services, message, f"Not changed: {exc}.")
+            await act.answer.say(f"Not changed: {exc}.")
             return
+    async with act.services.sessions() as session:
+        known, _ = await directory.rules_for(session, channel_id)
+    if known is not None and known.guild_id not in (None, who.guild_id):
+        # A slash command's channel option names a channel: one of this guild's only.
+        log_act(authority, "staff command refused", command=type(command).__name__)
+        await act.answer.say(Refusal.OTHER_GUILD_CHANNEL)
+        return
     if isinstance(command, StaffChannelShow):
-        log_act(authority, "staff channel settings shown", channel_id=message.channel_id)
+        log_act(authority, "staff channel settings shown", channel_id=channel_id)
     else:
-        await _change_channel(services, message, authority, command)
-    async with services.sessions() as session:
-        _, rules = await directory.rules_for(session, message.channel_id)
-    await _answer(services, message, describe_rules(message.channel_id, rules))
+        await _change_channel(act, channel_id, command)
+    async with act.services.sessions() as session:
+        _, rules = await directory.rules_for(session, channel_id)
+    await act.answer.say(describe_rules(channel_id, rules))
 
 
 async def _change_channel(
-    services: Services,
-    message: MessageCreate,
-    authority: Authority,
-    command: StaffChannelMode | StaffChannelPersona,
+    act: Act, channel_id: int, command: StaffChannelMode | StaffChannelPersona
 ) -> None:
     is_mode = isinstance(command, StaffChannelMode)
-    async with unit_of_work(services.sessions) as session:
+    async with unit_of_work(act.services.sessions) as session:
         await directory.update_own(
             session,
-            message.channel_id,
-            guild_id=message.guild_id,
-            by=message.author.id,
+            channel_id,
+            guild_id=act.who.guild_id,
+            by=act.who.user_id,
             mode=command.mode if isinstance(command, StaffChannelMode) else directory.KEEP,
             persona=command.text if isinstance(command, StaffChannelPersona) else directory.KEEP,
         )
-    await services.channel_rules.invalidate()
+    await act.services.channel_rules.invalidate()
     log_act(
-        authority,
+        act.authority,
         "staff channel setting changed",
-        channel_id=message.channel_id,
+        channel_id=channel_id,
         setting="mode" if is_mode else "persona",
     )

@@ -18,7 +18,13 @@ from urllib.parse import quote
 import httpx
 from prometheus_client import Counter
 
-from app.discord.errors import DiscordError, DiscordRateLimited, DiscordUnavailable, error_for
+from app.discord.errors import (
+    ALREADY_ACKNOWLEDGED,
+    DiscordError,
+    DiscordRateLimited,
+    DiscordUnavailable,
+    error_for,
+)
 from app.discord.refusals import (
     REFUSAL_TTL_S,
     TOKEN_REFUSAL_TTL_S,
@@ -42,6 +48,15 @@ MAX_RATE_LIMIT_WAIT = 60.0
 ALLOWED_MENTIONS: dict[str, Any] = {"parse": ["users"], "replied_user": True}
 # Discord's upload limit for a bot's message without a boosted guild: 10 MiB for all files.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+# An interaction's callback must reach Discord within three seconds of the interaction: two
+# short attempts fit; a third would arrive too late to count.
+CALLBACK_ATTEMPTS = 2
+CALLBACK_TIMEOUT = 1.2
+# An interaction's token answers it (edits, follow-ups) for fifteen minutes.
+INTERACTION_TOKEN_S = 15 * 60
+EPHEMERAL = 1 << 6  # message flag: only the person who gave the command sees it
+# Nothing in an answer to one person pings anyone.
+NO_MENTIONS: dict[str, Any] = {"parse": []}
 
 DISCORD_REFUSED = Counter(
     "discord_refused_total",
@@ -94,14 +109,22 @@ class _Route:
     path: str  # the concrete, encoded path
     bucket: str  # method + template + major parameter: one rate-limit bucket
     person: int | None = None  # whose DM channel a call opens, when no channel is named
+    # An interaction's routes: its token is in the path (never in a key or a log), and a
+    # refusal there is about that interaction, never the bot's token or a channel.
+    interaction: int | None = None
 
     @property
     def label(self) -> str:
         return f"{self.method} {self.template}"
 
-    def refusal_key(self, status: int) -> str | None:
+    def refusal_key(self, status: int, code: int | None = None) -> str | None:
         """What a refusal with ``status`` says no to: the token (401), the route in this
-        channel or for this person (403), the exact path (404); None for other answers."""
+        channel or for this person (403), the exact path (404); for an interaction, that
+        interaction (gone, or already answered); None for other answers."""
+        if self.interaction is not None:
+            if status in (401, 404) or code == ALREADY_ACKNOWLEDGED:
+                return f"{self.method} {self.template} {self.interaction}"
+            return None
         if status == 401:
             return "token"
         if status == 403:
@@ -112,7 +135,8 @@ class _Route:
 
     @property
     def refusal_keys(self) -> list[str]:
-        return [key for status in (401, 403, 404) if (key := self.refusal_key(status))]
+        keys = (self.refusal_key(status, ALREADY_ACKNOWLEDGED) for status in (401, 403, 404))
+        return list(dict.fromkeys(key for key in keys if key))
 
 
 def _route(
@@ -125,6 +149,12 @@ def _route(
 ) -> _Route:
     # The channel is Discord's "major parameter": each channel has its own buckets.
     return _Route(method, template, path, f"{method} {template} {channel_id or ''}", person)
+
+
+def _interaction_route(method: str, template: str, path: str, interaction_id: int) -> _Route:
+    # Each interaction's token is its own webhook: its own bucket.
+    bucket = f"{method} {template} {interaction_id}"
+    return _Route(method, template, path, bucket, interaction=interaction_id)
 
 
 class DiscordClient:
@@ -275,10 +305,104 @@ class DiscordClient:
         data = await self._request(route, payload, files=upload)
         return int(data["id"])
 
+    # -- application commands and interactions -----------------------------------------------
+
+    async def get_application(self) -> dict[str, Any]:
+        """The bot's own application (its id is what commands are registered under)."""
+        route = _route("GET", "/applications/@me", "/applications/@me")
+        data: dict[str, Any] = await self._request(route)
+        return data
+
+    async def set_commands(
+        self, application_id: int, commands: Sequence[dict[str, Any]], *, guild_id: int | None
+    ) -> list[dict[str, Any]]:
+        """Replace every command of the application (in one guild, or global) with these:
+        a bulk overwrite, so doing it twice leaves one set."""
+        if guild_id is None:
+            template = "/applications/{application_id}/commands"
+            path = f"/applications/{application_id}/commands"
+        else:
+            template = "/applications/{application_id}/guilds/{guild_id}/commands"
+            path = f"/applications/{application_id}/guilds/{guild_id}/commands"
+        data: list[dict[str, Any]] = await self._request(
+            _route("PUT", template, path), list(commands)
+        )
+        return data
+
+    async def respond(self, interaction_id: int, token: str, response: dict[str, Any]) -> None:
+        """The interaction's one callback (a deferral, an answer, autocomplete choices):
+        ``DiscordAlreadyAcknowledged`` when it was made already (Discord's 40060, or this
+        client's memory of the first, shared by every worker), ``DiscordInteractionGone``
+        when its three seconds passed."""
+        template = "/interactions/{interaction_id}/{interaction_token}/callback"
+        path = f"/interactions/{interaction_id}/{quote(token, safe='')}/callback"
+        route = _interaction_route("POST", template, path, interaction_id)
+        await self._request(route, response, attempts=CALLBACK_ATTEMPTS, timeout_s=CALLBACK_TIMEOUT)
+        await self._remember_answered(route)
+
+    async def edit_original(
+        self,
+        application_id: int,
+        interaction_id: int,
+        token: str,
+        content: str,
+        *,
+        files: Sequence[Attachment] = (),
+    ) -> dict[str, Any]:
+        """Replace the deferred answer with ``content`` (and ``files``); idempotent."""
+        template = "/webhooks/{webhook_id}/{webhook_token}/messages/@original"
+        path = f"/webhooks/{application_id}/{quote(token, safe='')}/messages/@original"
+        route = _interaction_route("PATCH", template, path, interaction_id)
+        body: dict[str, Any] = {"content": content, "allowed_mentions": NO_MENTIONS}
+        data: dict[str, Any] = await self._send_with_files(route, body, files)
+        return data
+
+    async def follow_up(
+        self,
+        application_id: int,
+        interaction_id: int,
+        token: str,
+        content: str,
+        *,
+        files: Sequence[Attachment] = (),
+    ) -> dict[str, Any]:
+        """One more ephemeral message answering the interaction."""
+        template = "/webhooks/{webhook_id}/{webhook_token}"
+        path = f"/webhooks/{application_id}/{quote(token, safe='')}?wait=true"
+        route = _interaction_route("POST", template, path, interaction_id)
+        body = {"content": content, "allowed_mentions": NO_MENTIONS, "flags": EPHEMERAL}
+        data: dict[str, Any] = await self._send_with_files(route, body, files)
+        return data
+
+    async def _send_with_files(
+        self, route: _Route, body: dict[str, Any], files: Sequence[Attachment]
+    ) -> Any:
+        if len(str(body.get("content") or "")) > 2000:
+            raise ValueError("an answer carries at most 2000 characters")
+        if sum(len(f.content) for f in files) > MAX_UPLOAD_BYTES:
+            raise ValueError("files over Discord's upload limit")
+        if files:
+            body = {
+                **body,
+                "attachments": [{"id": i, "filename": f.filename} for i, f in enumerate(files)],
+            }
+        upload = [
+            (f"files[{i}]", (f.filename, f.content, f.content_type)) for i, f in enumerate(files)
+        ]
+        return await self._request(route, body, files=upload)
+
+    async def _remember_answered(self, route: _Route) -> None:
+        """The callback was made: a second one (another worker, a retried job) is refused at
+        once, as Discord would refuse it, without asking."""
+        key = route.refusal_key(400, ALREADY_ACKNOWLEDGED)
+        assert key is not None
+        answered = Refusal(400, ALREADY_ACKNOWLEDGED, "Interaction has already been acknowledged.")
+        await self._refusals.remember(key, answered, INTERACTION_TOKEN_S)
+
     async def _request(
         self,
         route: _Route,
-        body: dict[str, Any] | None = None,
+        body: dict[str, Any] | list[dict[str, Any]] | None = None,
         *,
         files: Upload = (),
         attempts: int | None = None,
@@ -313,7 +437,7 @@ class DiscordClient:
     async def _attempt(
         self,
         route: _Route,
-        body: dict[str, Any] | None,
+        body: dict[str, Any] | list[dict[str, Any]] | None,
         files: Upload = (),
         timeout_s: float | None = None,
     ) -> httpx.Response | DiscordError:
@@ -354,9 +478,11 @@ class DiscordClient:
             self._note_rate_limit(route.bucket, response, error)
             return error
         # Any other 4xx is final: never retried here, and a refusal is not asked again soon.
-        key = route.refusal_key(status)
+        key = route.refusal_key(status, code)
         if key is not None:
             ttl_s = TOKEN_REFUSAL_TTL_S if status == 401 else REFUSAL_TTL_S
+            if route.interaction is not None:
+                ttl_s = INTERACTION_TOKEN_S  # gone or answered: for the token's whole life
             await self._refusals.remember(key, Refusal(status, code, message), ttl_s)
         raise error
 

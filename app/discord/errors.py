@@ -8,7 +8,11 @@ from __future__ import annotations
 # Discord JSON error codes we act on (https://discord.com/developers/docs/topics/opcodes-and-status-codes).
 UNKNOWN_CHANNEL = 10003
 UNKNOWN_MESSAGE = 10008
+UNKNOWN_WEBHOOK = 10015
 UNKNOWN_USER = 10013
+UNKNOWN_INTERACTION = 10062
+ALREADY_ACKNOWLEDGED = 40060
+INVALID_WEBHOOK_TOKEN = 50027
 REQUEST_TOO_LARGE = 40005
 MISSING_ACCESS = 50001
 CANNOT_DM_USER = 50007
@@ -46,6 +50,16 @@ class DiscordTooLarge(DiscordError):
     """The files are over Discord's upload limit (413, code 40005): sending again cannot help."""
 
 
+class DiscordAlreadyAcknowledged(DiscordError):
+    """The interaction was answered already (400, code 40060): an interaction takes one
+    callback, whoever sent it."""
+
+
+class DiscordInteractionGone(DiscordError):
+    """The interaction can no longer be answered: its three seconds passed before the
+    callback (10062), or its token's fifteen minutes before an edit (50027, 10015)."""
+
+
 class DiscordUnavailable(DiscordError):
     """Discord kept failing (5xx, timeouts, connection errors) until the attempts ran out."""
 
@@ -58,6 +72,10 @@ def error_for(status: int, code: int | None, message: str) -> DiscordError:
     """The typed error for a non-success response; ``message`` is already safe to show."""
     if code == CANNOT_DM_USER:
         return DiscordDMClosed(message, status=status, code=code)
+    if code == ALREADY_ACKNOWLEDGED:
+        return DiscordAlreadyAcknowledged(message, status=status, code=code)
+    if code in (UNKNOWN_INTERACTION, UNKNOWN_WEBHOOK, INVALID_WEBHOOK_TOKEN):
+        return DiscordInteractionGone(message, status=status, code=code)
     if status == 403 or code in (MISSING_ACCESS, MISSING_PERMISSIONS):
         return DiscordMissingAccess(message, status=status, code=code)
     if status == 404 or code in (UNKNOWN_CHANNEL, UNKNOWN_MESSAGE, UNKNOWN_USER):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime
-from enum import StrEnum
+from datetime import UTC, datetime
+from enum import IntEnum, StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -37,6 +37,7 @@ class EventType(StrEnum):
     MESSAGE_REACTION_REMOVE_EMOJI = "MESSAGE_REACTION_REMOVE_EMOJI"
     THREAD_CREATE = "THREAD_CREATE"
     THREAD_UPDATE = "THREAD_UPDATE"
+    INTERACTION_CREATE = "INTERACTION_CREATE"
 
 
 class _Model(BaseModel):
@@ -198,6 +199,106 @@ class Thread(_Model):
         return self.id
 
 
+DISCORD_EPOCH_MS = 1_420_070_400_000
+
+
+def snowflake_time(snowflake: int) -> datetime:
+    """When Discord made the id (its first 42 bits count milliseconds since 2015)."""
+    return datetime.fromtimestamp(((snowflake >> 22) + DISCORD_EPOCH_MS) / 1000, UTC)
+
+
+class InteractionType(IntEnum):
+    """The interactions handled: a slash command, and the autocomplete of one of its options
+    (Discord's pings, buttons and modals are not ours: ignored)."""
+
+    APPLICATION_COMMAND = 2
+    AUTOCOMPLETE = 4
+
+
+class OptionType(IntEnum):
+    """Discord's application command option types (the ones our commands use)."""
+
+    SUB_COMMAND = 1
+    SUB_COMMAND_GROUP = 2
+    STRING = 3
+    INTEGER = 4
+    BOOLEAN = 5
+    USER = 6
+    CHANNEL = 7
+
+
+class CommandOption(_Model):
+    """An option as the person filled it in (a sub-command carries its own options)."""
+
+    name: str = Field(max_length=32)
+    type: int
+    value: str | int | float | bool | None = Field(default=None, union_mode="left_to_right")
+    options: list[CommandOption] = Field(default_factory=list, max_length=25)
+    focused: bool = False  # autocomplete: the option being typed
+
+
+class ResolvedChannel(_Model):
+    id: Snowflake
+    type: int | None = None
+    parent_id: Snowflake | None = None
+
+
+class Resolved(_Model):
+    """The users, members and channels the options name, keyed by their ids."""
+
+    users: dict[str, User] = Field(default_factory=dict)
+    channels: dict[str, ResolvedChannel] = Field(default_factory=dict)
+
+
+class CommandData(_Model):
+    name: str = Field(max_length=32)
+    type: int = 1  # CHAT_INPUT
+    options: list[CommandOption] = Field(default_factory=list, max_length=25)
+    resolved: Resolved | None = None
+
+
+class InteractionMember(Member):
+    user: User
+
+
+class Interaction(_Model):
+    """An INTERACTION_CREATE: a slash command or an autocomplete, by a member in a guild
+    channel or by a user in a DM. ``token`` answers it (for 15 minutes): never logged."""
+
+    id: Snowflake
+    application_id: Snowflake
+    type: InteractionType
+    token: str = Field(min_length=1, max_length=1000, repr=False)
+    data: CommandData
+    channel_id: Snowflake
+    guild_id: Snowflake | None = None
+    member: InteractionMember | None = None
+    user: User | None = None
+
+    @property
+    def author(self) -> User:
+        """Who gave it (a guild's member, or the user of a DM)."""
+        if self.member is not None:
+            return self.member.user
+        assert self.user is not None  # checked when parsed
+        return self.user
+
+    @property
+    def roles(self) -> list[int]:
+        """The member's roles in this guild (none in a DM)."""
+        return list(self.member.roles) if self.member is not None else []
+
+    @property
+    def created_at(self) -> datetime:
+        return snowflake_time(self.id)
+
+
+def _has_author(interaction: Interaction) -> Interaction:
+    if interaction.member is None and interaction.user is None:
+        raise ValueError("an interaction names its member (in a guild) or its user (in a DM)")
+    return interaction
+
+
 EventData = (
     MessageCreate
     | MessageUpdate
@@ -208,6 +309,7 @@ EventData = (
     | ReactionRemoveAll
     | ReactionRemoveEmoji
     | Thread
+    | Interaction
 )
 
 MODELS: dict[EventType, type[EventData]] = {
@@ -221,6 +323,7 @@ MODELS: dict[EventType, type[EventData]] = {
     EventType.MESSAGE_REACTION_REMOVE_EMOJI: ReactionRemoveEmoji,
     EventType.THREAD_CREATE: Thread,
     EventType.THREAD_UPDATE: Thread,
+    EventType.INTERACTION_CREATE: Interaction,
 }
 
 
@@ -269,6 +372,8 @@ class Event(BaseModel):
                 return user_id
             case Thread(owner_id=owner_id):
                 return owner_id  # a thread's name is its owner's words
+            case Interaction():
+                return self.data.author.id
         return None
 
     @property
@@ -279,7 +384,7 @@ class Event(BaseModel):
                 return message_id
             case MessageDelete(id=message_id):
                 return message_id
-            case MessageDeleteBulk() | Thread():
+            case MessageDeleteBulk() | Thread() | Interaction():
                 return None
         return self.data.message_id
 
@@ -313,9 +418,13 @@ def parse_dispatch(frame: dict[str, Any], session: str | None = None) -> Event |
     d = frame.get("d")
     if not isinstance(d, dict):
         raise FrameError([{"field": "d", "problem": f"{t} needs an object in d"}])
+    if event_type is EventType.INTERACTION_CREATE and d.get("type") not in INTERACTION_TYPES:
+        return IGNORED  # a ping, a button, a modal: not ours
     try:
         data = MODELS[event_type].model_validate(d)
-    except ValidationError as exc:
+        if isinstance(data, Interaction):
+            _has_author(data)
+    except (ValidationError, ValueError) as exc:
         raise FrameError(_problems(exc)) from None
     seq = frame.get("s")
     return Event(
@@ -325,7 +434,12 @@ def parse_dispatch(frame: dict[str, Any], session: str | None = None) -> Event |
     )
 
 
-def _problems(exc: ValidationError) -> list[dict[str, str]]:
+INTERACTION_TYPES = frozenset(t.value for t in InteractionType)
+
+
+def _problems(exc: ValueError) -> list[dict[str, str]]:
+    if not isinstance(exc, ValidationError):
+        return [{"field": "d", "problem": str(exc)}]
     return [
         {"field": "d." + ".".join(str(p) for p in err["loc"]), "problem": err["msg"]}
         for err in exc.errors(include_url=False, include_input=False)
@@ -383,6 +497,8 @@ def dedupe_id(
             return f"thread-create:{data.id}"
         case Thread():
             return f"thread-update:{data.id}:{_digest(data.parent_id, data.name, data.type)}"
+        case Interaction(id=interaction_id):
+            return f"interaction:{interaction_id}"
     raise AssertionError(f"unhandled event data {type(data).__name__}")
 
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from starlette.requests import Request
 from starlette.routing import Route
 
-from app.frames.events import FrameError, Ignored, decode_body, parse_frame
+from app.frames.events import FrameError, Ignored, Interaction, decode_body, parse_frame
+from app.inbound.acknowledge import ACKNOWLEDGE, acknowledgement, job_id
 from app.inbound.writer import InboxRejected, InboxUnavailable, InboxWriter, Incoming
+from app.kit.queue import JobQueue
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
 TOKEN_HEADER = "x-discord-gateway-token"
@@ -70,6 +76,10 @@ async def webhook(request: Request) -> JSONResponse:
     if isinstance(event, Ignored):
         return _answer(200, {"status": "ignored"})
     inbox: InboxWriter = request.app.state.inbox
+    deferring = None
+    if (interaction := acknowledgement(event)) is not None:
+        # Beside the record, not after it: a slow database must not cost the three seconds.
+        deferring = asyncio.create_task(_defer(request.app.state.queue, interaction))
     try:
         is_new = await inbox.record(
             Incoming(
@@ -85,7 +95,20 @@ async def webhook(request: Request) -> JSONResponse:
         return _answer(422, {"error": "invalid frame", "problems": [_UNSTORABLE]})
     except InboxUnavailable:
         return _answer(503, {"error": "event store unavailable; retry"})
+    finally:
+        if deferring is not None:
+            await deferring
     return _answer(200, {"status": "ok" if is_new else "duplicate"})
+
+
+async def _defer(queue: JobQueue, interaction: Interaction) -> None:
+    """Hand the slash command's deferral to the workers; a failure is only logged (the
+    event's own job defers it, if still in time)."""
+    try:
+        send = ACKNOWLEDGE.send(queue, job_id(interaction.id))
+        await send(interaction.id, interaction.token)
+    except Exception as exc:
+        log.warning("interaction deferral not enqueued", extra={"error": type(exc).__name__})
 
 
 _UNSTORABLE = {"field": "body", "problem": "contains characters that cannot be stored"}

@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel import store as channel_log
+from app.commands.interactions import answer_interaction
 from app.consent.service import Learning
 from app.db import unit_of_work
 from app.directory import store as directory
@@ -19,6 +20,7 @@ from app.frames.events import (
     EventData,
     EventType,
     Ignored,
+    Interaction,
     MessageCreate,
     MessageDelete,
     MessageDeleteBulk,
@@ -155,11 +157,15 @@ async def _forget_erased_quote(session: AsyncSession, event: Event, received_at:
 
 
 async def _route(services: Services, event: Event, attempt: Attempt) -> None:
-    """Messages are turns; edits, deletes and reactions update the log, the signals and the
-    MEM-01 observations in one transaction, then may trigger a consolidation."""
+    """Messages are turns, interactions slash commands (or their autocomplete); edits, deletes
+    and reactions update the log, the signals and the MEM-01 observations in one
+    transaction, then may trigger a consolidation."""
     data = event.data
     if isinstance(data, MessageCreate):
         await run_turn(services, data, attempt)
+        return
+    if isinstance(data, Interaction):
+        await answer_interaction(services, data, attempt.event_id)
         return
     if isinstance(data, Thread):
         await record_thread(services, data)

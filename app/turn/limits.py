@@ -1,5 +1,6 @@
-"""The gate before any decision or model call: the person's rate limits
-(TURNS_PER_USER_PER_MINUTE, COMMANDS_PER_USER_PER_MINUTE, counted in Redis across workers)
+"""The gate before any decision or model call: the person's rate limit
+(TURNS_PER_USER_PER_MINUTE, counted in Redis across workers; the commands' own limit is
+app/commands/limits.py)
 and the day's token budgets (DAILY_TOKENS_PER_USER, DAILY_TOKENS_PER_GUILD, read from the
 usage rows). Past one, nothing is asked of any model, the person hears one short notice per
 window at most, and the event is done: it is not retried."""
@@ -21,7 +22,6 @@ log = logging.getLogger(__name__)
 TURNS_LIMITED = (
     "You're sending me messages faster than I can answer them. Give me a minute, then try again!"
 )
-COMMANDS_LIMITED = "That's a lot of commands at once. Please wait a minute before the next one."
 OVER_BUDGET = {
     Budget.PERSON: (
         "I've talked a lot with you today and reached my daily limit. I'll be back for you "
@@ -43,17 +43,6 @@ class Refused(StrEnum):
     OVER_BUDGET = "over_budget"
 
 
-async def refuse_command(
-    services: Services, message: MessageCreate, event_id: str
-) -> Refused | None:
-    """None when the command may run; past COMMANDS_PER_USER_PER_MINUTE, why not."""
-    per_minute = services.settings.commands_per_user_per_minute
-    if await _within(services, Limit.COMMANDS, message, event_id, per_minute):
-        return None
-    await _notify(services, message, event_id, Limit.COMMANDS, COMMANDS_LIMITED, WINDOW_S)
-    return Refused.COMMAND_LIMITED
-
-
 async def refuse_turn(
     services: Services, message: MessageCreate, event_id: str, *, addressed: bool
 ) -> Refused | None:
@@ -61,7 +50,7 @@ async def refuse_turn(
     message is answered with the notice (a bare reply to the bot gets none)."""
     settings = services.settings
     per_minute = settings.turns_per_user_per_minute
-    if not await _within(services, Limit.TURNS, message, event_id, per_minute):
+    if not await _within(services, Limit.TURNS, message.author.id, event_id, per_minute):
         if addressed:
             await _notify(services, message, event_id, Limit.TURNS, TURNS_LIMITED, WINDOW_S)
         return Refused.RATE_LIMITED
@@ -85,11 +74,11 @@ async def refuse_turn(
 
 
 async def _within(
-    services: Services, limit: Limit, message: MessageCreate, event_id: str, per_minute: int
+    services: Services, limit: Limit, user_id: int, event_id: str, per_minute: int
 ) -> bool:
     if services.limiter is None:
         return True
-    admitted = await services.limiter.admit(limit, message.author.id, event_id, per_minute)
+    admitted = await services.limiter.admit(limit, user_id, event_id, per_minute)
     if not admitted:
         log.info("refused: rate limit", extra={"limit": limit.value, "per_minute": per_minute})
     return admitted

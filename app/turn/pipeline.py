@@ -26,8 +26,11 @@ from app.agent import TaskRequest
 from app.channel import store as channel_log
 from app.channel.exchange import Place
 from app.chat.base import ChatFailed, ChatUnavailable, Purpose
+from app.commands.answer import InChannel
 from app.commands.authority import Authority
 from app.commands.dispatch import handle_command
+from app.commands.invocation import Invocation
+from app.commands.limits import command_refused
 from app.commands.parser import Command, parse_command
 from app.consent import store as consent
 from app.consent.service import Learning
@@ -55,7 +58,7 @@ from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
-from app.turn.limits import Refused, refuse_command, refuse_turn
+from app.turn.limits import Refused, refuse_turn
 from app.turn.prompt import (
     ChatLine,
     Quoted,
@@ -132,9 +135,11 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
         return _finish("deleted")  # deleted before we got it: never context, never a turn
     message, command = logged
     if command is not None:  # 4
-        if refused := await refuse_command(services, message, attempt.event_id):
-            return _finish(refused)
-        await handle_command(services, command, message, attempt.event_id)
+        who = Invocation.of_message(message, attempt.event_id)
+        answer = InChannel(services.discord, who)
+        if await command_refused(services, who, answer):
+            return _finish(Refused.COMMAND_LIMITED)
+        await handle_command(services, command, who, answer)
         return _finish("command")
     mentioned = is_addressed(message, services.bot_user_id)
     rules = await channel_rules(services, message, mentioned=mentioned)
@@ -632,7 +637,9 @@ async def run_task(
         request=message.content,
         recent_lines=task_lines(context.conversation, labels),
         persona=context.persona,
-        requester_is_staff=Authority.of(message, services.settings).is_staff,
+        requester_is_staff=Authority.of(
+            Invocation.of_message(message, attempt.event_id), services.settings
+        ).is_staff,
         answering=tuple(chain_lines(carried.answering, labels)),
         attachments=tuple(carried.attachments),
         author_ids=task_authors(context.conversation, carried.answering, message.author.id),

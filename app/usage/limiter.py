@@ -31,6 +31,7 @@ LIMIT_CHECKS = Counter(
 class Limit(StrEnum):
     TURNS = "turns"  # TURNS_PER_USER_PER_MINUTE
     COMMANDS = "commands"  # COMMANDS_PER_USER_PER_MINUTE
+    AUTOCOMPLETE = "autocomplete"  # AUTOCOMPLETE_PER_USER_PER_MINUTE
 
 
 # KEYS: the admitted set, the refused set. ARGV: now (ms), window (ms), limit, the event.

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.commands.authority import Authority, Refusal
+from app.commands.invocation import Invocation
 from app.commands.parser import StaffMemory, StaffPin
 from app.config import Settings
 from app.db import SessionFactory
@@ -108,8 +109,9 @@ def acts(caplog: pytest.LogCaptureFixture) -> list[tuple[str, object, object, ob
 # --- the pure decision ---------------------------------------------------------------------
 
 
-def message(author: int, *, guild: int | None, roles: Sequence[int] = ()) -> MessageCreate:
-    return MessageCreate.model_validate(command(author, "!bot x", guild=guild, roles=roles)["d"])
+def message(author: int, *, guild: int | None, roles: Sequence[int] = ()) -> Invocation:
+    given = MessageCreate.model_validate(command(author, "!bot x", guild=guild, roles=roles)["d"])
+    return Invocation.of_message(given, str(given.id))
 
 
 def test_a_role_counts_only_in_the_guild_whose_frame_carries_it(settings: Settings) -> None:

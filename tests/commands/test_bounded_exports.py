@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.commands.memory import MAX_FILES, TOO_LARGE
+from app.commands.answer import MAX_FILES, TOO_LARGE
 from app.db import SessionFactory
 from app.discord.client import MAX_UPLOAD_BYTES
 from app.discord.errors import REQUEST_TOO_LARGE

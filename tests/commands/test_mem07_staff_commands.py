@@ -17,6 +17,7 @@ from app.db import SessionFactory
 from app.frames.events import MessageCreate
 from app.models.memory import Memory
 from app.models.structured import Pin
+from tests.support.commands import as_typed
 from tests.support.frames import message_create, parsed_message
 from tests.support.memory_env import (
     BOT_ID,
@@ -65,7 +66,7 @@ async def say(
     )
     command = parse_command(content, BOT_ID)
     assert command is not None
-    await handle_command(env.services, command, message, str(message.id))
+    await handle_command(env.services, command, *as_typed(env.services, message))
     return message
 
 

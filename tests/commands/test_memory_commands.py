@@ -7,9 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.commands.memory import Asker, memory_forget, memory_forget_all, memory_show
+from app.commands.answer import InChannel
+from app.commands.invocation import Invocation
+from app.commands.memory import memory_forget, memory_forget_all, memory_show
 from app.config import Settings
 from app.db import SessionFactory
+from tests.support.commands import text_command
 from tests.support.memory_env import (
     MemoryEnv,
     add_memory,
@@ -30,6 +33,11 @@ async def env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[Mem
         yield world
 
 
+def alice(env: MemoryEnv, trigger: int = COMMAND) -> tuple[Invocation, InChannel]:
+    """Alice's text command in CHANNEL (a guild's), as the turn hands it over."""
+    return text_command(env.services, ALICE, CHANNEL, None, trigger)
+
+
 def channel_replies(env: MemoryEnv) -> list[tuple[str, str | None]]:
     return [
         (m["content"], (m["message_reference"] or {}).get("message_id"))
@@ -42,7 +50,7 @@ async def test_show_sends_ids_and_80_character_cuts_by_dm(env: MemoryEnv) -> Non
     long = await add_memory(env.sessions, ALICE, LONG)
     await add_memory(env.sessions, BOB, "Bob is allergic to peanuts.")
 
-    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_show(env.services, *alice(env))
 
     [dm] = env.discord.dms_to(ALICE)
     text = dm["content"]
@@ -64,7 +72,7 @@ async def test_show_sends_ids_and_80_character_cuts_by_dm(env: MemoryEnv) -> Non
 
 
 async def test_show_with_no_memories_says_so_by_dm(env: MemoryEnv) -> None:
-    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_show(env.services, *alice(env))
 
     [dm] = env.discord.dms_to(ALICE)
     assert "don't have any memories" in dm["content"]
@@ -76,7 +84,7 @@ async def test_closed_dms_get_a_channel_notice_without_any_memory(env: MemoryEnv
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.discord.dm_closed.add(ALICE)
 
-    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_show(env.services, *alice(env))
 
     assert env.discord.dms_to(ALICE) == []
     [(notice, reply_to)] = channel_replies(env)
@@ -89,7 +97,7 @@ async def test_a_dm_that_fails_otherwise_also_stays_out_of_the_channel(env: Memo
     await add_memory(env.sessions, ALICE, "Alice likes tea.")
     env.discord.fail_next("POST /users/@me/channels", 500)
 
-    await memory_show(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_show(env.services, *alice(env))
 
     [(notice, _)] = channel_replies(env)
     assert "couldn't send you a direct message" in notice and "tea" not in notice
@@ -101,7 +109,7 @@ async def test_forget_own_memory_deletes_the_row_and_logs_its_before_state(
     mine = await add_memory(env.sessions, ALICE, "Alice likes tea.")
     kept = await add_memory(env.sessions, ALICE, "Alice plays chess.")
 
-    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND), mine)
+    await memory_forget(env.services, *alice(env), mine)
 
     assert await memories_of(env.sessions, ALICE) == {kept: "Alice plays chess."}
     [row] = await ledger_rows(env.sessions)
@@ -115,8 +123,8 @@ async def test_someone_elses_id_and_an_unknown_id_get_the_same_answer(env: Memor
     bobs = await add_memory(env.sessions, BOB, "Bob is allergic to peanuts.")
     unknown = bobs + 1000
 
-    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND), bobs)
-    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, COMMAND + 1), unknown)
+    await memory_forget(env.services, *alice(env), bobs)
+    await memory_forget(env.services, *alice(env, COMMAND + 1), unknown)
 
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob is allergic to peanuts."}
     assert await ledger_rows(env.sessions) == []
@@ -131,7 +139,7 @@ async def test_forget_all_deletes_every_own_memory_logs_each_and_that_she_asked(
     ids = [await add_memory(env.sessions, ALICE, f"Alice fact {n}.") for n in range(3)]
     bobs = await add_memory(env.sessions, BOB, "Bob plays go.")
 
-    await memory_forget_all(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_forget_all(env.services, *alice(env))
 
     assert await memories_of(env.sessions, ALICE) == {}
     assert await memories_of(env.sessions, BOB) == {bobs: "Bob plays go."}
@@ -155,7 +163,7 @@ async def test_forget_all_deletes_every_own_memory_logs_each_and_that_she_asked(
 async def test_forget_all_with_nothing_to_forget_says_so_and_still_records_she_asked(
     env: MemoryEnv,
 ) -> None:
-    await memory_forget_all(env.services, Asker(ALICE, CHANNEL, None, COMMAND))
+    await memory_forget_all(env.services, *alice(env))
 
     [(answer, _)] = channel_replies(env)
     assert "no memories" in answer

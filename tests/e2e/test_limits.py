@@ -12,12 +12,13 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import text
 
-from app.commands.memory import DM_FAILED
+from app.commands.answer import DM_FAILED
+from app.commands.limits import COMMANDS_LIMITED
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.discord.fake import FakeDiscord
-from app.turn.limits import COMMANDS_LIMITED, OVER_BUDGET, TURNS_LIMITED
+from app.turn.limits import OVER_BUDGET, TURNS_LIMITED
 from app.usage.budget import Budget
 from tests.support.frames import message_create
 from tests.support.inbox import inbox_row

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.chat.fake import Failure, Text
-from app.commands.memory import Asker, memory_forget
+from app.commands.memory import memory_forget
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.fake import Raw
@@ -18,6 +18,7 @@ from app.decision.vocabulary import Question
 from app.kit.attribution import read_lines
 from app.memory.write_path import run_write_path
 from app.vocabulary import Actor
+from tests.support.commands import text_command
 from tests.support.memory_env import (
     MemoryEnv,
     add_memory,
@@ -295,7 +296,7 @@ async def test_a_record_changed_during_the_model_call_is_skipped(env: MemoryEnv)
     env.jev.answers[Question.ADD_MEMORY] = 0.0
 
     async def forget_meanwhile(body: dict[str, Any]) -> Text:
-        await memory_forget(env.services, Asker(ALICE, 5, None, 77), target)
+        await memory_forget(env.services, *text_command(env.services, ALICE, 5, None, 77), target)
         return Text(fact("Alice lives in Osaka."))
 
     env.model.responder = forget_meanwhile

@@ -13,7 +13,7 @@ from sqlalchemy import ColumnElement, func, select, text
 
 from app.channel import store as channel_log
 from app.commands.dispatch import handle_command
-from app.commands.memory import Asker, memory_forget
+from app.commands.memory import memory_forget
 from app.commands.parser import ForgetMe
 from app.config import Settings
 from app.db import SessionFactory, unit_of_work
@@ -35,6 +35,7 @@ from app.privacy.erasure import STARTED, format_receipt, run_erasure
 from app.privacy.identity import MENTION_TOKEN
 from app.structured.retention import purge_expired
 from app.vocabulary import Actor
+from tests.support.commands import as_typed, text_command
 from tests.support.frames import Frame, message_create
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
 
@@ -171,7 +172,7 @@ async def seed_world(env: MemoryEnv) -> dict[str, int]:
             ]
         )
     # An earlier `!memory forget`: the ledger holds the forgotten text in its before state.
-    await memory_forget(env.services, Asker(ALICE, CHANNEL, None, 1005), pet)
+    await memory_forget(env.services, *text_command(env.services, ALICE, CHANNEL, None, 1005), pet)
     return {"bread": bread, "pet": pet, "stamps": stamps}
 
 
@@ -188,7 +189,7 @@ async def every_row_as_text(sessions: SessionFactory) -> dict[str, list[str]]:
 async def forget(env: MemoryEnv, message_id: int = 1009) -> register.ErasureRecord:
     """`!forgetme` as the turn runs it, then the worker's job to the end."""
     message = await record(env.sessions, said(message_id, "!forgetme"))
-    await handle_command(env.services, ForgetMe(), message, str(message.id))
+    await handle_command(env.services, ForgetMe(), *as_typed(env.services, message))
     async with env.sessions() as session:
         erasure_id = await session.scalar(text("SELECT max(id) FROM erasures"))
     assert erasure_id is not None

@@ -61,6 +61,7 @@ from app.memory.store.reads import (
     search,
     sources_of,
     stale_ids,
+    suggestions,
 )
 from app.memory.store.rows import (
     DUPLICATE_CANDIDATES,
@@ -129,6 +130,7 @@ __all__ = [
     "search",
     "sources_of",
     "stale_ids",
+    "suggestions",
     "trigger_applied",
     "unchanged",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     Date,
     Select,
+    Text,
     cast,
     func,
     insert,
@@ -119,6 +120,34 @@ async def search(
     found = [] if query.empty else await _ranked(session, user_id, query, None, limit, MATCHES)
     await _log_read(session, why, user_id, found)
     return found
+
+
+SUGGESTIONS = 25
+_COUNT_READ = text(
+    """
+    INSERT INTO memory_read_counts AS c (user_id, actor, month, reads)
+    VALUES (:user_id, :actor, CAST(date_trunc('month', timezone('UTC', now())) AS date), 1)
+    ON CONFLICT (user_id, actor, month) DO UPDATE SET reads = c.reads + 1
+    """
+)
+
+
+async def suggestions(
+    session: AsyncSession, user_id: int, why: Why, typed: str, *, limit: int = SUGGESTIONS
+) -> list[MemoryRecord]:
+    """The person's own memories whose id starts with ``typed`` or whose text holds it, newest
+    first: what a slash command's autocomplete offers them as they type. A read made per
+    keystroke is counted, not listed: it joins the monthly read counts (as folded reads do,
+    so an export still reports it), never a ledger row each."""
+    query = _newest_first(user_id)
+    if typed:
+        query = query.where(
+            cast(Memory.id, Text).startswith(typed, autoescape=True)
+            | Memory.content.icontains(typed, autoescape=True)
+        )
+    rows = await session.scalars(query.limit(limit))
+    await session.execute(_COUNT_READ, {"user_id": user_id, "actor": why.actor.value})
+    return [_record(row) for row in rows]
 
 
 async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:
