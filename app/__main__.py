@@ -4,7 +4,9 @@
 the sweeper) until SIGTERM, then drains. `python -m app import --sqlite PATH [--legacy-json
 PATH] [--dry-run]` reads only DATABASE_URL (and DATABASE_TRANSACTION_POOLING), so an import
 needs none of the bot's other settings; so does `python -m app wait-for-schema [--timeout S]`,
-which waits until the migrations have run (a Kubernetes init container). `python -m app dev
+which waits until the migrations have run (a Kubernetes init container). `python -m app
+register-commands [--guild ID]` registers the slash commands with Discord and reads only
+DISCORD_BOT_TOKEN and DISCORD_API_BASE. `python -m app dev
 [--data-dir DIR] [--port N]` runs the whole bot locally on embedded Postgres and Redis (the
 `local` extra), with the playground at /playground."""
 
@@ -58,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--dry-run", action="store_true", help="report what would be inserted; write nothing"
     )
+    register = commands.add_parser(
+        "register-commands",
+        help="register the slash commands with Discord (a bulk overwrite: running it again "
+        "replaces them, never doubles them); needs DISCORD_BOT_TOKEN",
+    )
+    register.add_argument(
+        "--guild", type=int, help="register in this guild only (at once) instead of globally"
+    )
     dev = commands.add_parser(
         "dev",
         help="run the bot locally: embedded Postgres and Redis (unless DATABASE_URL / "
@@ -104,6 +114,32 @@ def _wait_for_schema(database_url: str, args: argparse.Namespace) -> int:
     return 0 if ready else 1
 
 
+def _register_commands(guild_id: int | None) -> int:
+    import httpx
+
+    from app.commands.register import register_commands
+    from app.discord.client import DiscordClient
+    from app.discord.errors import DiscordError
+
+    token = os.environ.get("DISCORD_BOT_TOKEN", "").strip()
+    if not token:
+        print("DISCORD_BOT_TOKEN must be set", file=sys.stderr)
+        return 2
+    api_base = os.environ.get("DISCORD_API_BASE", "").strip() or "https://discord.com/api/v10"
+
+    async def register() -> str:
+        async with httpx.AsyncClient() as http:
+            discord = DiscordClient(http, token=token, api_base=api_base)
+            return (await register_commands(discord, guild_id=guild_id)).render()
+
+    try:
+        print(asyncio.run(register()))
+    except DiscordError as exc:
+        print(f"registration failed: {exc}", file=sys.stderr)  # never holds the token
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "dev":
@@ -114,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         from app.worker import main as worker
 
         return worker()
+    if args.command == "register-commands":
+        return _register_commands(args.guild)
     database_url = os.environ.get("DATABASE_URL", "")
     if not database_url.startswith("postgresql+asyncpg://"):
         print("DATABASE_URL must be set to postgresql+asyncpg://…", file=sys.stderr)

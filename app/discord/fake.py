@@ -39,6 +39,7 @@ from app.discord.errors import (
     UNKNOWN_CHANNEL,
     UNKNOWN_MESSAGE,
 )
+from app.discord.fake_interactions import FakeInteractions
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 log = logging.getLogger(__name__)
@@ -127,6 +128,12 @@ class FakeDiscord:
     misfits: list[Misfit] = field(default_factory=list)
     _known_ids: set[int] = field(default_factory=set)
     _last_id: int = 0
+    # Application commands and interactions (app/discord/fake_interactions.py); the bot's
+    # application id is its user id, as for every bot made since 2020.
+    interactions: FakeInteractions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.interactions = FakeInteractions(self.bot_user_id, self._snowflake, self._notify)
 
     # -- set-up helpers ---------------------------------------------------------------------
 
@@ -324,6 +331,8 @@ class FakeDiscord:
         return self._with_quota(method, path, response)
 
     def _route(self, method: str, path: str, data: Any) -> Response:
+        if (answered := self.interactions.route(method, path.split("/"), data)) is not None:
+            return answered
         if method == "GET" and path == "/users/@me":
             return JSONResponse(self._bot_user())
         if method == "GET" and path == "/gateway/bot":

@@ -232,7 +232,7 @@ class CommandOption(_Model):
 
     name: str = Field(max_length=32)
     type: int
-    value: str | int | float | bool | None = Field(default=None, union_mode="left_to_right")
+    value: str | int | float | bool | None = None  # smart union: each JSON type as itself
     options: list[CommandOption] = Field(default_factory=list, max_length=25)
     focused: bool = False  # autocomplete: the option being typed
 
