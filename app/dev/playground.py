@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.discord.fake import FakeCDN
+from app.discord.fake import FakeCDN, FakeDiscord
 
 DISCORD_PREFIX = "/_discord/api/v10"
 CDN_PREFIX = "/_discord/cdn"
@@ -291,6 +291,8 @@ _ASSETS = {
     "/playground/": ("playground.html", "text/html; charset=utf-8"),
     "/playground/app.js": ("playground.js", "text/javascript; charset=utf-8"),
     "/playground/app.css": ("playground.css", "text/css; charset=utf-8"),
+    "/playground/slash.js": ("slash.js", "text/javascript; charset=utf-8"),
+    "/playground/slash.css": ("slash.css", "text/css; charset=utf-8"),
 }
 
 
@@ -320,8 +322,33 @@ def _signed_in(request: Request, access: Access) -> Response | None:
     return None if access.admits(request) else JSONResponse({"detail": SIGN_IN}, 403)
 
 
+async def _interaction(request: Request, discord: FakeDiscord) -> Response:
+    """A person uses a slash command (or types into one of its options): the fake Discord
+    makes the interaction, and the page posts its INTERACTION_CREATE to /webhook, as the
+    relay would."""
+    try:
+        asked = await request.json()
+        d = discord.interactions.use(
+            str(asked["command"]),
+            dict(asked.get("values") or {}),
+            user_id=int(asked["user"]),
+            channel_id=int(asked["channel"]),
+            guild_id=int(asked["guild"]) if asked.get("guild") else None,
+            roles=[int(r) for r in asked.get("roles") or []],
+            username=str(asked.get("username") or "someone"),
+            focused=asked.get("focused") or None,
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        return JSONResponse({"detail": f"not a command this bot registered: {exc}"}, 422)
+    return JSONResponse({"d": d})
+
+
 def playground_app(
-    config: PageConfig, feed: Feed, access: Access, cdn: FakeCDN | None = None
+    config: PageConfig,
+    feed: Feed,
+    access: Access,
+    cdn: FakeCDN | None = None,
+    discord: FakeDiscord | None = None,
 ) -> Starlette:
     async def asset(request: Request) -> Response:
         if (refused := _local_only(request)) is not None:
@@ -365,8 +392,23 @@ def playground_app(
             return JSONResponse({"detail": "attachments are off in this stack"}, 404)
         return await _upload(request, cdn)
 
+    async def commands(request: Request) -> Response:
+        if (refused := _signed_in(request, access)) is not None:
+            return refused
+        registered = discord.interactions.commands.get(None, []) if discord else []
+        return JSONResponse(registered)
+
+    async def interact(request: Request) -> Response:
+        if (refused := _signed_in(request, access)) is not None:
+            return refused
+        if discord is None:
+            return JSONResponse({"detail": "no fake Discord in this stack"}, 404)
+        return await _interaction(request, discord)
+
     routes = [Route(path, asset, methods=["GET"]) for path in _ASSETS]
     routes += [
+        Route("/playground/commands", commands, methods=["GET"]),
+        Route("/playground/interactions", interact, methods=["POST"]),
         Route("/playground/config.json", settings, methods=["GET"]),
         Route("/playground/events", events, methods=["GET"]),
         Route("/playground/attachments", attach, methods=["POST"]),

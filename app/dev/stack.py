@@ -309,7 +309,7 @@ async def _serve(
     front = DevFront(
         create_app(settings),
         discord=discord.app,
-        playground=playground_app(page, feed, access, cdn),
+        playground=playground_app(page, feed, access, cdn, discord),
         feed=feed,
         cdn=cdn.app,
     )
@@ -323,6 +323,7 @@ async def _serve(
     if stop.is_set():
         await stack.stop()
         return 0
+    console.line("commands", await _register_commands(settings))
     console.line("models", models_line)
     console.line("discord", f"fake Discord REST API at {api_base}{DISCORD_PREFIX}")
     console.line("cdn", f"fake attachment CDN at {api_base}{CDN_PREFIX}")
@@ -372,6 +373,23 @@ def _worker(settings: Settings) -> ResilientWorker:
     from app.worker import build_worker
 
     return build_worker(settings, drain_grace_s=min(settings.worker_drain_grace_s, DRAIN_TIMEOUT_S))
+
+
+async def _register_commands(settings: Settings) -> str:
+    """The slash commands, registered with the fake Discord as `python -m app
+    register-commands` registers them with Discord."""
+    import httpx
+
+    from app.commands.register import register_commands
+    from app.discord.client import DiscordClient
+
+    token = settings.discord_bot_token
+    assert token is not None
+    async with httpx.AsyncClient() as http:
+        discord = DiscordClient(
+            http, token=token.get_secret_value(), api_base=settings.discord_api_base
+        )
+        return (await register_commands(discord, guild_id=None)).render()
 
 
 class StartFailed(RuntimeError):

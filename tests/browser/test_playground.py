@@ -295,3 +295,40 @@ def test_a_thread_under_general_and_a_japanese_statement_remembered(
     expect(ledger).not_to_contain_text("by admin")  # the console's own reads, hidden
     page.get_by_label("Show the console's own reads").check()
     expect(ledger).to_contain_text("by admin")
+
+
+def slash_command(page: Any, command: str) -> None:
+    """Type "/" and a command's start, then choose it in the menu."""
+    field = page.locator("#text")
+    field.fill(command[:4])
+    page.locator("#slash").get_by_role("button", name=command).click()
+
+
+def test_alice_forgets_with_a_slash_command_and_only_she_sees_the_answers(
+    page: Any, stack: DevStack
+) -> None:
+    send(page, "I love hiking")
+    expect(page.locator("#messages li.msg.bot").last).to_contain_text("Alice loves hiking.")
+    answers = page.locator("#messages li.slash-answer")
+    for attempt in range(4):  # the memory job runs after the reply
+        before = answers.count()
+        slash_command(page, "/memory show")
+        page.get_by_role("button", name="Send /memory show").click()
+        expect(answers).to_have_count(before + 1)
+        expect(answers.last).not_to_contain_text("thinking")
+        if "Alice loves hiking." in answers.last.inner_text() or attempt == 3:
+            break
+    expect(answers.last).to_contain_text("Alice loves hiking.")
+    expect(answers.last).to_contain_text("Only you can see this")
+
+    slash_command(page, "/memory forget")
+    page.locator("#slash-memory").press_sequentially("hik")
+    choice = page.locator("#slash-memory-choices").get_by_role("button", name="Alice loves hiking")
+    choice.click()
+    page.get_by_role("button", name="Send /memory forget").click()
+    expect(answers.last).to_contain_text("Done: I forgot memory")
+
+    page.get_by_label("You are").select_option(label="Bob")
+    expect(page.locator("#messages li.slash-answer")).to_have_count(0)  # Alice's alone
+    page.get_by_label("You are").select_option(label="Alice")
+    expect(answers.last).to_contain_text("Done: I forgot memory")

@@ -10,6 +10,8 @@ const EMOJIS = ["👍", "❤️", "😂", "🎉", "😮"];
 const TYPING_MS = 10000; // how long Discord shows one typing call
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const $ = (id) => document.getElementById(id);
+// What slash.js (the slash commands) uses of this page: its state, the webhook, the feed.
+const hooks = { listeners: [] };
 
 const state = {
   config: null,
@@ -326,6 +328,7 @@ function onEvent(event) {
   else if (kind === "message") upsertMessage(data, true);
   else if (kind === "reaction") react(data.channel_id, data.message_id, data.emoji, data.user_id, true);
   else if (kind === "typing") typingFrom(data);
+  for (const listener of hooks.listeners) listener(kind, data);
   if (kind === "message" || kind === "reaction") consoleSoon();
 }
 
@@ -434,6 +437,7 @@ function showChannel(channelId) {
   here.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
   for (const message of here) $("messages").append(messageNode(message));
   renderNav();
+  for (const listener of hooks.listeners) listener("view", { channel: channelId });
 }
 
 function channelButton(id, label, extra = {}) {
@@ -765,5 +769,8 @@ async function start() {
   choosePerson(config.people[0].id);
   follow();
 }
+
+Object.assign(hooks, { state, dispatch, el, status, isDm, run });
+window.playground = hooks;
 
 start().catch((error) => status("live", `could not load the playground: ${error}`, true));
