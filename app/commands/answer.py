@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.commands.invocation import Invocation
-from app.discord.client import MAX_UPLOAD_BYTES, Attachment, DiscordClient
+from app.discord.client import MAX_UPLOAD_BYTES, Attachment, DiscordClient, InteractionWebhook
 from app.discord.errors import DiscordError, DiscordTooLarge
 from app.discord.split import split_message
 
@@ -99,23 +99,14 @@ class InChannel:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Responding:
-    """The interaction a slash command answers: its application's webhook and its token."""
-
-    application_id: int
-    interaction_id: int
-    token: str
-
-
 class Ephemeral:
     """A slash command: every answer, private or not, goes into the ephemeral response (only
     the asker sees it, in the channel): the deferred response is edited with the first
     message, follow-ups carry the rest. Editing is idempotent; a follow-up is not, and a job
     retried after one was sent sends it again."""
 
-    def __init__(self, discord: DiscordClient, responding: Responding) -> None:
-        self._discord, self._to = discord, responding
+    def __init__(self, discord: DiscordClient, to: InteractionWebhook) -> None:
+        self._discord, self._to = discord, to
         self._messages = 0
 
     @property
@@ -142,13 +133,9 @@ class Ephemeral:
             await self.say(text)
 
     async def _message(self, content: str, files: list[Attachment]) -> None:
-        to, first = self._to, self._messages == 0
+        first = self._messages == 0
         self._messages += 1
         if first:
-            await self._discord.edit_original(
-                to.application_id, to.interaction_id, to.token, content, files=files
-            )
+            await self._discord.edit_original(self._to, content, files=files)
         else:
-            await self._discord.follow_up(
-                to.application_id, to.interaction_id, to.token, content, files=files
-            )
+            await self._discord.follow_up(self._to, content, files=files)

@@ -13,12 +13,12 @@ from typing import Any
 from prometheus_client import Counter
 
 from app.commands import slash
-from app.commands.answer import Ephemeral, Responding
+from app.commands.answer import Ephemeral
 from app.commands.dispatch import handle_command
 from app.commands.invocation import Invocation
 from app.commands.limits import autocomplete_allowed, command_refused
 from app.db import unit_of_work
-from app.discord.client import INTERACTION_TOKEN_S
+from app.discord.client import INTERACTION_TOKEN_S, InteractionWebhook
 from app.discord.errors import DiscordAlreadyAcknowledged, DiscordError, DiscordInteractionGone
 from app.frames.events import Interaction, InteractionType
 from app.inbound.acknowledge import UNANSWERED, Deferral, defer
@@ -67,10 +67,8 @@ async def slash_command(services: Services, interaction: Interaction, event_id: 
         log.warning("slash command not run: not deferred", extra={"deferral": deferral.value})
         return
     who = Invocation.of_interaction(interaction, event_id)
-    answer = Ephemeral(
-        services.discord,
-        Responding(interaction.application_id, interaction.id, interaction.token),
-    )
+    to = InteractionWebhook(interaction.application_id, interaction.id, interaction.token)
+    answer = Ephemeral(services.discord, to)
     if await command_refused(services, who, answer):
         return
     try:

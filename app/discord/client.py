@@ -11,7 +11,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -155,6 +155,21 @@ def _interaction_route(method: str, template: str, path: str, interaction_id: in
     # Each interaction's token is its own webhook: its own bucket.
     bucket = f"{method} {template} {interaction_id}"
     return _Route(method, template, path, bucket, interaction=interaction_id)
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionWebhook:
+    """What answers an interaction after its callback: its application's webhook and its
+    token (valid fifteen minutes; never logged)."""
+
+    application_id: int
+    interaction_id: int
+    token: str = field(repr=False)
+
+    def route(self, method: str, suffix: str, *, query: str = "") -> _Route:
+        template = "/webhooks/{webhook_id}/{webhook_token}" + suffix
+        path = f"/webhooks/{self.application_id}/{quote(self.token, safe='')}{suffix}{query}"
+        return _interaction_route(method, template, path, self.interaction_id)
 
 
 class DiscordClient:
@@ -341,35 +356,19 @@ class DiscordClient:
         await self._remember_answered(route)
 
     async def edit_original(
-        self,
-        application_id: int,
-        interaction_id: int,
-        token: str,
-        content: str,
-        *,
-        files: Sequence[Attachment] = (),
+        self, to: InteractionWebhook, content: str, *, files: Sequence[Attachment] = ()
     ) -> dict[str, Any]:
         """Replace the deferred answer with ``content`` (and ``files``); idempotent."""
-        template = "/webhooks/{webhook_id}/{webhook_token}/messages/@original"
-        path = f"/webhooks/{application_id}/{quote(token, safe='')}/messages/@original"
-        route = _interaction_route("PATCH", template, path, interaction_id)
+        route = to.route("PATCH", "/messages/@original")
         body: dict[str, Any] = {"content": content, "allowed_mentions": NO_MENTIONS}
         data: dict[str, Any] = await self._send_with_files(route, body, files)
         return data
 
     async def follow_up(
-        self,
-        application_id: int,
-        interaction_id: int,
-        token: str,
-        content: str,
-        *,
-        files: Sequence[Attachment] = (),
+        self, to: InteractionWebhook, content: str, *, files: Sequence[Attachment] = ()
     ) -> dict[str, Any]:
         """One more ephemeral message answering the interaction."""
-        template = "/webhooks/{webhook_id}/{webhook_token}"
-        path = f"/webhooks/{application_id}/{quote(token, safe='')}?wait=true"
-        route = _interaction_route("POST", template, path, interaction_id)
+        route = to.route("POST", "", query="?wait=true")
         body = {"content": content, "allowed_mentions": NO_MENTIONS, "flags": EPHEMERAL}
         data: dict[str, Any] = await self._send_with_files(route, body, files)
         return data

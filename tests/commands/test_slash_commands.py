@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -18,6 +19,7 @@ from sqlalchemy import text
 from app.__main__ import main
 from app.commands.authority import Refusal
 from app.db import SessionFactory
+from app.memory import store
 from app.models.memory import MemoryLog
 from app.vocabulary import Action, Actor
 from tests.support.frames import frame
@@ -186,3 +188,44 @@ async def test_registering_twice_leaves_one_set(
     assert await asyncio.to_thread(main, ["register-commands", "--guild", "77"]) == 0
     assert sorted(c["name"] for c in registered[77]) == ["bot", "forgetme", "memory"]
     assert "registered 3 commands globally" in capsys.readouterr().out
+
+
+async def test_a_command_that_cannot_be_deferred_in_time_is_counted_and_never_run(
+    slash: Slash, sessions: SessionFactory
+) -> None:
+    tea = await add_memory(sessions, ALICE, "Alice likes green tea.")
+    late = REGISTRY.get_sample_value("interactions_unanswered_total", {"reason": "late"}) or 0.0
+    interactions = slash.discord.interactions
+    d = interactions.use(
+        "/memory forget", {"memory": str(tea)}, user_id=ALICE, channel_id=CHANNEL, guild_id=GUILD
+    )
+    used = interactions.find(d["id"])
+    interactions.clock = lambda: time.monotonic() + 5  # Discord got it five seconds ago
+    await slash.gateway.route(frame("INTERACTION_CREATE", d))
+
+    async def handled() -> bool:
+        async with sessions() as session:
+            at = await session.scalar(
+                text("SELECT handled_at FROM inbox WHERE id = :id"),
+                {"id": f"interaction:{used.id}"},
+            )
+        return at is not None
+
+    await wait_until(handled, within=20, what="the event to be done")
+    assert used.callbacks == [] and set(used.refused) == {10062}
+    counted = REGISTRY.get_sample_value("interactions_unanswered_total", {"reason": "late"})
+    assert counted == late + 1
+    assert await memories_of(sessions, ALICE) == {tea: "Alice likes green tea."}  # not run
+
+
+async def test_autocomplete_reads_are_counted_in_the_monthly_read_counts(
+    slash: Slash, sessions: SessionFactory
+) -> None:
+    await add_memory(sessions, ALICE, "Alice likes green tea.")
+    for typed in ("g", "gr"):
+        used = await slash.use("/memory why", {"id": typed}, user=ALICE, focused="id")
+        assert len(await slash.choices_of(used)) == 1
+    async with sessions() as session:
+        counts = await store.read_counts(session, ALICE)
+    assert [(c.actor, c.reads) for c in counts] == [("command", 2)]
+    assert reads_by_command(await ledger_rows(sessions)) == []
