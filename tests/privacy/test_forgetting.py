@@ -28,8 +28,9 @@ from app.nightly.run import Started, start_nightly_run
 from app.nightly.style import STYLE_SYSTEM
 from app.structured.consolidation import EPISODE_SYSTEM
 from app.vocabulary import SkipReason
-from tests.support.frames import message_create, next_id, reaction_add
+from tests.support.frames import frame, message_create, next_id, reaction_add
 from tests.support.memory_env import add_memory, add_message
+from tests.support.slash import register
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
     ADMIN,
@@ -207,7 +208,7 @@ async def test_decay_reviews_sixty_stale_memories_over_three_nights_each_once(
 
 # --- erasure: zero traces --------------------------------------------------------------------
 
-MARKERS = ("zebra-marker-4411", "okapi-marker-7782", "lynx-marker-9931")
+MARKERS = ("zebra-marker-4411", "okapi-marker-7782", "lynx-marker-9931", "ibis-marker-5523")
 NAMES = ("Alice Quokka", "alice_q")
 
 
@@ -344,6 +345,17 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
                 reply_to=told["d"],
             ),
         )
+        # She searches her memories with a slash command: its recorded frame holds her words.
+        await register(stack)
+        searched = stack.discord.interactions.use(
+            "/memory search",
+            {"words": f"{MARKERS[3]} bees"},
+            user_id=ALICE,
+            channel_id=CHANNEL_A,
+            guild_id=int(told["d"]["guild_id"]),
+            username="alice_q",
+        )
+        await stack.deliver(frame("INTERACTION_CREATE", searched))
         await tonight(world)  # a diary and a style revision built from all of that
         # Before the erasure the scan finds her words all over the place.
         assert {table for table, _, _ in await traces_left(sessions, MARKERS)} >= {
@@ -356,6 +368,7 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
             "signals",
             "style_overrides",
         }
+        assert {table for table, _, _ in await traces_left(sessions, MARKERS[3:])} == {"inbox"}
         his = await bobs_rows(sessions)
 
         await world.tell(ALICE, "!forgetme", mention=False)
