@@ -4,6 +4,7 @@ replies, reactions, rate limits, retries and typed errors."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,10 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.discord.client import ALLOWED_MENTIONS, USER_AGENT, DiscordClient
+from app.discord.client import ALLOWED_MENTIONS, USER_AGENT, DiscordClient, InteractionWebhook
 from app.discord.errors import (
+    DiscordAlreadyAcknowledged,
     DiscordDMClosed,
     DiscordError,
+    DiscordInteractionGone,
     DiscordMissingAccess,
     DiscordNotFound,
     DiscordRateLimited,
@@ -542,3 +545,28 @@ async def test_a_lookup_inside_a_turn_tries_twice_at_most(rig: Rig) -> None:
     with pytest.raises(DiscordUnavailable):
         await client.get_message(9, 1)
     assert [c.status for c in rig.fake.calls] == [502] * 4
+
+
+# -- interactions ------------------------------------------------------------------------------
+
+
+async def test_an_interaction_is_acknowledged_once_and_its_expiry_stops_no_other_call(
+    rig: Rig,
+) -> None:
+    client, fake = rig.client(), rig.fake
+    fake.interactions.commands[None] = [{"id": "1", "name": "memory", "options": []}]
+    d = fake.interactions.use("/memory", user_id=7, channel_id=8)
+    interaction_id, token = int(d["id"]), d["token"]
+    deferral = {"type": 5, "data": {"flags": 64}}
+    await client.respond(interaction_id, token, deferral)
+    with pytest.raises(DiscordAlreadyAcknowledged):
+        await client.respond(interaction_id, token, deferral)  # remembered: Discord not asked
+    assert len([c for c in fake.calls if c.path.endswith("/callback")]) == 1
+    to = InteractionWebhook(fake.bot_user_id, interaction_id, token)
+    assert (await client.edit_original(to, "Paused."))["content"] == "Paused."
+
+    fake.interactions.clock = lambda: time.monotonic() + 16 * 60  # the token's life is over
+    with pytest.raises(DiscordInteractionGone) as gone:
+        await client.follow_up(to, "more")
+    assert token not in str(gone.value) and token not in repr(to)
+    assert (await client.get_me())["id"] == str(fake.bot_user_id)  # the bot's token still works
