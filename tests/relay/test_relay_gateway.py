@@ -32,6 +32,7 @@ from app.relay.service import run_relay
 from tests.support.frames import (
     Frame,
     frame,
+    interaction_create,
     message_create,
     message_delete,
     message_delete_bulk,
@@ -136,8 +137,10 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
                 await second.dispatch(
                     thread_create(thread_id=30, parent_id=20, t="THREAD_UPDATE"), 16
                 ),
+                # A slash command: interactions come without any intent.
+                await second.dispatch(interaction_create(channel_id=20), 17),
             ]
-            await webhook.until(11)
+            await webhook.until(12)
             stop.set()
             assert await asyncio.wait_for(relay, 5) == []
 
@@ -153,7 +156,7 @@ async def test_relay_forwards_handled_frames_verbatim_and_resumes_after_op7() ->
     assert rest_calls == [f"Bot {BOT_TOKEN}"]  # asked once; the resume used resume_gateway_url
     assert metrics.value("relay_gateway_reconnects_total", shard="0") == 1
     assert metrics.value("relay_frames_received_total", shard="0", t="TYPING_START") == 1
-    assert metrics.value("relay_frames_forwarded_total") == 11
+    assert metrics.value("relay_frames_forwarded_total") == 12
 
 
 async def test_every_frame_carries_its_gateway_session_kept_by_resume_renewed_by_identify() -> None:

@@ -224,3 +224,26 @@ def _reaction(
 ) -> dict[str, Any]:
     emoji_d = {"id": str(emoji_id) if emoji_id else None, "name": emoji}
     return _where(channel_id, guild_id, **fields, message_id=str(message_id), emoji=emoji_d)
+
+
+def interaction_create(
+    *,
+    command: str = "memory",
+    user_id: int = 2001,
+    channel_id: int = CHANNEL_ID,
+    guild_id: int | None = GUILD_ID,
+    interaction_id: int | None = None,
+) -> Frame:
+    """A slash command as the gateway sends it (its token made up: no fake Discord knows it)."""
+    d: dict[str, Any] = {
+        "id": str(interaction_id or next_id()),
+        "application_id": "1000",
+        "type": 2,
+        "token": "a-made-up-interaction-token",
+        "version": 1,
+        "data": {"id": "1", "name": command, "type": 1, "options": []},
+        **_where(channel_id, guild_id),
+    }
+    user = _user(user_id, "alice", None)
+    d.update({"member": {"user": user, "roles": []}} if guild_id is not None else {"user": user})
+    return frame("INTERACTION_CREATE", d)
