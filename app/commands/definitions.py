@@ -4,7 +4,6 @@ as the text ones, with typed options. ``python -m app register-commands`` sends 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -127,7 +126,7 @@ def forgetme_command() -> dict[str, Any]:
     )
 
 
-def bot_command(chat_models: Sequence[str] = ()) -> dict[str, Any]:
+def bot_command() -> dict[str, Any]:
     """The staff commands: hidden from members by default, checked by our authority."""
     modes = [{"name": mode.value, "value": mode.value} for mode in Mode]
     scopes = [{"name": scope, "value": scope} for scope in ("channel", "global")]
@@ -207,6 +206,6 @@ def _command(name: Name, description: str, options: list[dict[str, Any]]) -> dic
     }
 
 
-def application_commands(chat_models: Sequence[str] = ()) -> list[dict[str, Any]]:
+def application_commands() -> list[dict[str, Any]]:
     """Every command, as ``PUT /applications/{id}/commands`` takes them."""
-    return [memory_command(), forgetme_command(), bot_command(chat_models)]
+    return [memory_command(), forgetme_command(), bot_command()]

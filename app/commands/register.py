@@ -6,7 +6,6 @@ the set is replaced, never doubled. The application's id is asked of Discord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +25,9 @@ class Registered:
         return f"registered {len(self.names)} commands {where}: {listed}"
 
 
-async def register_commands(
-    discord: DiscordClient, *, guild_id: int | None, chat_models: Sequence[str] = ()
-) -> Registered:
+async def register_commands(discord: DiscordClient, *, guild_id: int | None) -> Registered:
     application: dict[str, Any] = await discord.get_application()
     application_id = int(application["id"])
-    commands = application_commands(chat_models)
+    commands = application_commands()
     registered = await discord.set_commands(application_id, commands, guild_id=guild_id)
     return Registered(application_id, guild_id, [str(c["name"]) for c in registered])

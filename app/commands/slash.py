@@ -35,7 +35,7 @@ from app.commands.parser import (
 )
 from app.commands.render import preview
 from app.directory.store import Mode
-from app.frames.events import CommandData, CommandOption, OptionType
+from app.frames.events import CommandData, OptionType
 from app.memory.records import MemoryRecord
 
 MAX_CHOICES = 25  # Discord shows at most 25 autocomplete choices
@@ -171,12 +171,3 @@ def memory_choices(memories: Sequence[MemoryRecord], use: Used) -> list[dict[str
         name = f"{memory.id} · {preview(memory.content)}"[:CHOICE_NAME_CHARS]
         choices.append({"name": name, "value": memory.id if integer else str(memory.id)})
     return choices
-
-
-def focused_option(options: Sequence[CommandOption]) -> CommandOption | None:
-    for option in options:
-        if option.focused:
-            return option
-        if (inner := focused_option(option.options)) is not None:
-            return inner
-    return None
