@@ -48,6 +48,14 @@ class MemoryRecall(StrEnum):
     RELEVANT = "relevant"  # the ten most relevant to the message, and older conversation
 
 
+class InputType(StrEnum):
+    """How the embeddings model is told a query from a stored text (EMBEDDINGS_INPUT_TYPE)."""
+
+    NONE = "none"  # the same request for both
+    FIELD = "field"  # each request carries "input_type": "query" or "document"
+    PREFIX = "prefix"  # each text starts with EMBEDDINGS_QUERY_PREFIX / _DOCUMENT_PREFIX
+
+
 class LearnFrom(StrEnum):
     """Whom the nightly run and channel consolidation may learn about."""
 
@@ -104,6 +112,20 @@ class Settings(BaseSettings):
     jev_api_key: SecretStr | None = None
     jev_model: str = DEFAULT_JEV_MODEL
     jev_timeout_s: PositiveFloat = 10.0
+
+    # An OpenAI-compatible embeddings API (recall and the duplicate check by meaning); unset:
+    # everything goes by words alone.
+    embeddings_base_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: SecretStr | None = None
+    embeddings_dimensions: PositiveInt | None = None
+    embeddings_input_type: InputType = InputType.NONE
+    embeddings_query_prefix: str = ""
+    embeddings_document_prefix: str = ""
+    # The turn's one query embedding waits at most this long (then: words alone); stored
+    # texts are embedded in the background, each request with this timeout and retries.
+    embeddings_query_timeout_s: PositiveFloat = 2.0
+    embeddings_timeout_s: PositiveFloat = 30.0
 
     jina_api_key: SecretStr | None = None
     jina_search_url: str = "https://s.jina.ai"
@@ -245,6 +267,10 @@ class Settings(BaseSettings):
         "jev_url",
         "jev_api_key",
         "jina_api_key",
+        "embeddings_base_url",
+        "embeddings_model",
+        "embeddings_api_key",
+        "embeddings_dimensions",
         "anthropic_api_key",
         "anthropic_base_url",
         "redis_sentinel_password",
@@ -269,6 +295,27 @@ class Settings(BaseSettings):
         if self.jev_url is not None and self.jev_api_key is None:
             raise ValueError("JEV_URL is set without JEV_API_KEY; set the decision service's key")
         return self
+
+    @model_validator(mode="after")
+    def _embeddings_need_a_model_and_dimensions(self) -> Self:
+        if self.embeddings_base_url is None:
+            return self
+        missing = [
+            name
+            for name, value in (
+                ("EMBEDDINGS_MODEL", self.embeddings_model),
+                ("EMBEDDINGS_DIMENSIONS", self.embeddings_dimensions),
+            )
+            if value is None
+        ]
+        if missing:
+            raise ValueError(f"EMBEDDINGS_BASE_URL is set without {' and '.join(missing)}")
+        return self
+
+    @property
+    def embeddings_configured(self) -> bool:
+        """An embeddings endpoint: recall, search and the duplicate check also go by meaning."""
+        return self.embeddings_base_url is not None
 
     @property
     def redis_target(self) -> RedisTarget:

@@ -10,6 +10,7 @@ from app.chat.base import ChatModel
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.base import Decider
+from app.embeddings.base import Embedder
 from app.kit.queue import JobQueue
 from app.kit.versioned import Unshared, VersionedCache
 
@@ -39,6 +40,8 @@ class Services:
     agent: TaskAgent | None = None
     # Attachments of addressed messages (None: they are only named to the model).
     attachments: AttachmentFetcher | None = None
+    # Recall, search and the duplicate check by meaning (None: words alone).
+    embedder: Embedder | None = None
     # Per-person rate limits shared by every worker (None: unlimited, as in a bare test).
     limiter: Limiter | None = None
     # Channel rules (mode, persona, a thread's parent) per process; uncached by default.

@@ -18,6 +18,7 @@ from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
 from app.discord.refusals import RedisRefusals
+from app.embeddings.client import build_embedder, check_dimensions
 from app.kit.arqueue import create_queue, redis_client
 from app.kit.queue import JobQueue
 from app.kit.redis_target import RedisTarget
@@ -51,6 +52,9 @@ async def open_services(
             api_base=settings.discord_api_base,
             refusals=RedisRefusals(shared),
         )
+        embedder = build_embedder(settings, http)
+        if embedder is not None:
+            await check_dimensions(embedder, timeout_s=settings.embeddings_query_timeout_s)
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
         bot_id, bot_name = await _identity(settings, discord)
@@ -72,6 +76,7 @@ async def open_services(
                 http, AllowedHosts.parse(settings.discord_attachment_hosts)
             ),
             channel_rules=rules_cache(shared),
+            embedder=embedder,
             limiter=Limiter(shared),
         )
 

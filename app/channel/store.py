@@ -16,9 +16,12 @@ from sqlalchemy.orm import aliased
 from app.channel.exchange import Line, Place
 from app.discord.attachments import described, stored_names
 from app.frames.events import MessageCreate, MessageUpdate, mentions_in
-from app.kit.relevance import Query, Ranking, SearchTable, ranked
+from app.kit import embedded
+from app.kit.embedded import EmbeddedTable, Waiting
+from app.kit.relevance import Fusion, Query, Ranking, SearchTable, ranked
 from app.kit.sql import any_array, mention_pattern
 from app.kit.tokens import tokenize
+from app.kit.vectors import Embedding
 from app.models.messages import Message, MessageTombstone
 
 CONTEXT_SIZE = 20
@@ -26,6 +29,16 @@ CONTEXT_SIZE = 20
 # telling word shared. Chosen on bench/recall.py's tuning half (`--tune`).
 MESSAGES = SearchTable("messages", "created_at", "channel_id")
 RANKING = Ranking(min_telling=0.4, prior=0.5, rare=0.01, idf_power=2.0, sample=300, probe_rows=15)
+# By meaning too (EMBEDDINGS_BASE_URL set), chosen on the same tuning half: chatty lines are
+# many and alike, so only those clearly nearer than the rest count.
+FUSION = Fusion(k=5.0, words=1.0, meaning=1.0, sample=2000, candidates=50, min_meaning=3.0)
+# Messages whose text may have a vector: live, recallable (never words said while their
+# author paused learning), not blank.
+VECTORS = EmbeddedTable(
+    "messages",
+    live="deleted_at IS NULL AND recallable AND content <> ''",
+    guard="deleted_at IS NULL AND recallable",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +229,7 @@ async def mark_deleted(
     result = await session.execute(
         update(Message)
         .where(Message.id.in_(ids), Message.deleted_at.is_(None))
-        .values(deleted_at=at)
+        .values(deleted_at=at, embedding=None, embedding_space=None)  # its vector goes too
         .returning(Message.id)
     )
     marked = len(result.all())
@@ -299,11 +312,14 @@ async def older_relevant(
     query: Query,
     limit: int,
     ranking: Ranking = RANKING,
+    meaning: Embedding | None = None,
+    fusion: Fusion = FUSION,
 ) -> list[LoggedMessage]:
     """Up to ``limit`` live messages of this channel older than ``before`` (the oldest line
-    of the context) that bear on ``query``, oldest first. Never another channel's, never a
-    deleted one, never one written while its author paused learning (or the bot's reply)."""
-    if query.empty or limit <= 0:
+    of the context) that bear on ``query`` (and, given its vector, ``meaning``, on its
+    meaning), oldest first. Never another channel's, never a deleted one, never one written
+    while its author paused learning (or the bot's reply)."""
+    if (query.empty and meaning is None) or limit <= 0:
         return []
     found = await ranked(
         session,
@@ -315,8 +331,27 @@ async def older_relevant(
         query=query,
         ranking=ranking,
         limit=limit,
+        meaning=meaning,
+        fusion=fusion,
     )
     return sorted((_plain(row) for row, _ in found), key=lambda m: (m.created_at, m.id))
+
+
+# --- vectors (derived from the text: they go with it) ------------------------------------
+
+
+async def waiting_embeddings(session: AsyncSession, space: str, *, limit: int) -> list[Waiting]:
+    """Live messages without a vector of ``space`` (the back-fill's next batch)."""
+    return await embedded.waiting(session, VECTORS, space, limit=limit)
+
+
+async def store_embeddings(session: AsyncSession, rows: Sequence[tuple[Waiting, Embedding]]) -> int:
+    """Their vectors, onto messages still live with the text they were made from."""
+    return await embedded.store(session, VECTORS, rows)
+
+
+async def embeddings_waiting(session: AsyncSession, space: str) -> int:
+    return await embedded.count_waiting(session, VECTORS, space)
 
 
 async def exchange_messages(

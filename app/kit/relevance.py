@@ -11,7 +11,14 @@ words: rows older than the sample that contain one of them join the candidates t
 GIN index, whose keys are scoped (`search_keys(scope, tokens)`: "<person or channel id>
 <token>"), so a probe reads only this scope's rows with that word, however common the word
 is elsewhere. Everything is bounded: the sample, the probed words and the rows each probe
-may bring."""
+may bring.
+
+With a query vector (EMBEDDINGS_BASE_URL set) the same statement also ranks by meaning: the
+scope's newest rows with a vector of the query's space are compared with it, those clearly
+nearer than the rest (a floor in standard deviations above their mean similarity) are ranked
+by similarity, and the two rankings are fused (weighted reciprocal ranks). A row without a
+vector yet is found by its words alone. Without a vector the statement is the words' alone,
+exactly as before."""
 
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import DeclarativeBase
 
 from app.kit.tokens import tokenize
+from app.kit.vectors import Embedding
 
 MAX_QUERY_TERMS = 64
 Row = TypeVar("Row", bound=DeclarativeBase)  # a table's mapped class
@@ -85,6 +93,24 @@ DEFAULT_RANKING = Ranking()
 
 
 @dataclass(frozen=True, slots=True)
+class Fusion:
+    """How the meaning leg is read and fused with the words' (bench/recall.py tunes them on
+    its tuning half only): each leg adds ``weight / (k + its rank)``."""
+
+    k: float = 5.0  # reciprocal-rank constant: small lets a leg's first places count most
+    words: float = 1.0  # weight of the words' ranking
+    meaning: float = 1.0  # weight of the meaning's ranking
+    sample: int = 2000  # the scope's newest rows compared with the query vector
+    candidates: int = 50  # of those, at most this many nearest take part
+    # A row takes part only when its similarity is at least this many standard deviations
+    # above the sample's mean (scale-free: models differ in how similar unrelated texts are).
+    min_meaning: float = -1e9
+
+
+DEFAULT_FUSION = Fusion()
+
+
+@dataclass(frozen=True, slots=True)
 class SearchTable:
     """Where a ranked read runs: the table, its time column and its scope column (the GIN
     index over ``search_keys(<scope>, search_tokens)`` serves its probes)."""
@@ -100,7 +126,7 @@ class SearchTable:
         return f"search_keys({self.scope}, search_tokens)"
 
 
-_RANKED = """
+_HEAD = """
 WITH q AS (
     SELECT term, max(weight) AS weight
     FROM unnest(CAST(:terms AS text[]), CAST(:weights AS float8[])) AS x(term, weight)
@@ -166,6 +192,9 @@ bm25 AS (
     JOIN weights w ON w.term = h.term CROSS JOIN stats st
     GROUP BY h.id
 ),
+"""
+
+_WORDS_BEST = """
 best AS (
     SELECT c.id, c.at, coalesce(b.score, 0) AS relevance,
            coalesce(b.score, 0)
@@ -177,6 +206,54 @@ best AS (
     ORDER BY rank DESC, c.at DESC, c.id DESC
     LIMIT :limit
 )
+"""
+
+_HYBRID_BEST = """
+words AS (
+    SELECT c.id, c.at, coalesce(b.score, 0) AS relevance,
+           row_number() OVER (
+               ORDER BY coalesce(b.score, 0) + :prior * exp(
+                   -greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days)
+               ) DESC, c.at DESC, c.id DESC
+           ) AS place
+    FROM candidates c LEFT JOIN bm25 b ON b.id = c.id
+    WHERE coalesce(b.score, 0) >= :min_score
+      AND (:min_telling <= 0 OR coalesce(b.telling, false))
+),
+compared AS MATERIALIZED (
+    SELECT id, at, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
+    FROM (
+        SELECT id, {at} AS at, embedding FROM {table}
+        WHERE {scope} = :scope_id AND {where} AND embedding_space = :space
+        ORDER BY {at} DESC, id DESC LIMIT :meaning_sample
+    ) AS newest
+),
+spread AS (
+    SELECT avg(similarity) AS mean, coalesce(stddev_pop(similarity), 0) AS sd FROM compared
+),
+meaning AS (
+    SELECT id, at, row_number() OVER (ORDER BY similarity DESC, at DESC, id DESC) AS place
+    FROM (
+        SELECT c.* FROM compared c, spread s
+        WHERE c.similarity >= s.mean + :min_meaning * s.sd
+        ORDER BY c.similarity DESC LIMIT :meaning_candidates
+    ) AS nearest
+),
+best AS (
+    SELECT id, max(at) AS at, max(relevance) AS relevance,
+           sum(weight / (:fusion_k + place)) AS rank
+    FROM (
+        SELECT id, at, relevance, place, CAST(:words_weight AS float8) AS weight FROM words
+        UNION ALL
+        SELECT id, at, 0, place, CAST(:meaning_weight AS float8) FROM meaning
+    ) AS legs
+    GROUP BY id
+    ORDER BY rank DESC, at DESC, id DESC
+    LIMIT :limit
+)
+"""
+
+_TAIL = """
 -- One row at least: with nothing relevant, the one row (all NULL but the flag) still says
 -- whether the scope lacks tokens.
 SELECT {table}.*, best.relevance, status.tokens_missing
@@ -190,15 +267,16 @@ ORDER BY best.rank DESC, best.at DESC, best.id DESC
 
 
 @lru_cache(maxsize=256)
-def ranked_statement(table: SearchTable, where: str) -> TextClause:
+def ranked_statement(table: SearchTable, where: str, *, hybrid: bool = False) -> TextClause:
     """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
     and whether any row of the scope lacks its tokens, best first (one all-NULL row but the
-    flag when none is relevant).
+    flag when none is relevant). ``hybrid``: by meaning too (``:vector`` in ``:space``).
 
     ``where`` narrows the candidates (visibility, deletions, the window); its own bind
     parameters go with the call, together with ``ranked_parameters``."""
+    best = _HYBRID_BEST if hybrid else _WORDS_BEST
     return text(
-        _RANKED.format(
+        (_HEAD + best + _TAIL).format(
             table=table.table, at=table.at, scope=table.scope, keys=table.keys, where=where
         )
     )
@@ -215,15 +293,20 @@ async def ranked(
     query: Query,
     ranking: Ranking,
     limit: int,
+    meaning: Embedding | None = None,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> list[tuple[Row, float]]:
     """The best ``limit`` rows of one scope as ``model`` objects with their relevance, best
-    first. Rows of the scope that lack their tokens get them, and the read runs again, so
-    nothing written by hand is missed (one statement when nothing lacks them)."""
+    first; by their words, and with ``meaning`` (the query's vector) by meaning too. Rows of
+    the scope that lack their tokens get them, and the read runs again, so nothing written by
+    hand is missed (one statement when nothing lacks them)."""
     # A prepared statement switches to a generic plan after five runs; planned without its
     # scope, terms and limits this one is a hundred times slower. Custom plans, always.
     await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-    statement = _ranked_rows(table, model, where)
+    statement = _ranked_rows(table, model, where, meaning is not None)
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
+    if meaning is not None:
+        parameters |= meaning_parameters(meaning, fusion)
     rows = (await session.execute(statement, parameters)).all()
     if rows[0].tokens_missing and await fill_missing(session, table, scope_id):
         rows = (await session.execute(statement, parameters)).all()
@@ -271,14 +354,27 @@ async def term_weights(
 
 
 @lru_cache(maxsize=256)
-def _ranked_rows(table: SearchTable, model: Any, where: str) -> Any:
+def _ranked_rows(table: SearchTable, model: Any, where: str, hybrid: bool) -> Any:
     """The ranked statement mapped onto ``model`` rows (built once: SQLAlchemy caches the
     compiled form of a statement it sees again)."""
     return (
         select(model, column("relevance", Float), column("tokens_missing", Boolean))
-        .from_statement(ranked_statement(table, where))
+        .from_statement(ranked_statement(table, where, hybrid=hybrid))
         .execution_options(populate_existing=True)
     )
+
+
+def meaning_parameters(meaning: Embedding, fusion: Fusion) -> dict[str, object]:
+    return {
+        "vector": meaning.sql(),
+        "space": meaning.space,
+        "meaning_sample": fusion.sample,
+        "meaning_candidates": fusion.candidates,
+        "min_meaning": fusion.min_meaning,
+        "fusion_k": fusion.k,
+        "words_weight": fusion.words,
+        "meaning_weight": fusion.meaning,
+    }
 
 
 def ranked_parameters(

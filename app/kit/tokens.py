@@ -97,6 +97,12 @@ def _cjk_tokens(run: str) -> list[str]:
     return found
 
 
+def without_markup(text: str) -> str:
+    """The text as people read it: Discord markup (mentions, channel links, custom emoji,
+    timestamps) out, whitespace collapsed."""
+    return " ".join(_MARKUP.sub(" ", text).split())
+
+
 def tokenize(text: str) -> list[str]:
     """The tokens of ``text`` in order, repeats kept (a repeat is a term frequency)."""
     folded = _MARKUP.sub(" ", unicodedata.normalize("NFKC", text).casefold())

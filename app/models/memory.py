@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import (
     BigInteger,
     CheckConstraint,
@@ -16,7 +18,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
 from app.vocabulary import Action, Actor
@@ -55,6 +57,11 @@ class Memory(Base):
     # The text's tokens (app/kit/tokens.py), written with the text by the store; NULL until
     # the store fills them in (a row written by hand, or its text changed without them).
     search_tokens: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    # The text's embedding and the space it lives in (app/kit/vectors.py), written by the
+    # owner off the critical path or by the back-fill; cleared by a trigger when the text
+    # changes without them. Never loaded with the row (raise): read only in SQL.
+    embedding: Mapped[Any] = deferred(mapped_column(HALFVEC(), nullable=True), raiseload=True)
+    embedding_space: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(_one_of("source", SOURCES), name="source"),
@@ -67,6 +74,12 @@ class Memory(Base):
             text("search_keys(user_id, search_tokens)"),
             postgresql_using="gin",
             postgresql_with={"fastupdate": "off"},
+        ),
+        Index("ix_memories_embedding_waiting", "id", postgresql_where=text("embedding IS NULL")),
+        Index(
+            "ix_memories_embedding_space",
+            "embedding_space",
+            postgresql_where=text("embedding IS NOT NULL"),
         ),
         Index(
             "ix_memories_tokens_missing",

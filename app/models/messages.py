@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import BigInteger, Boolean, Index, Text, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.models.base import Base, CreatedAt, Snowflake, Timestamp
 
@@ -36,6 +37,11 @@ class Message(Base):
     # The text's tokens (app/kit/tokens.py), written with the text by the channel log; NULL
     # until the log fills them in (a row written by hand, or its text changed without them).
     search_tokens: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    # The text's embedding and the space it lives in (app/kit/vectors.py), written by the
+    # owner off the critical path or by the back-fill; cleared by a trigger when the text
+    # changes without them. Never loaded with the row (raise): read only in SQL.
+    embedding: Mapped[Any] = deferred(mapped_column(HALFVEC(), nullable=True), raiseload=True)
+    embedding_space: Mapped[str | None] = mapped_column(Text)
     # False for what its author wrote while learning about them was paused, and for the bot's
     # reply to it: older-conversation recall never brings it back.
     recallable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
@@ -55,6 +61,18 @@ class Message(Base):
             text("search_keys(channel_id, search_tokens)"),
             postgresql_using="gin",
             postgresql_with={"fastupdate": "off"},
+        ),
+        Index(
+            "ix_messages_embedding_waiting",
+            "id",
+            postgresql_where=text(
+                "embedding IS NULL AND deleted_at IS NULL AND recallable AND content <> ''"
+            ),
+        ),
+        Index(
+            "ix_messages_embedding_space",
+            "embedding_space",
+            postgresql_where=text("embedding IS NOT NULL"),
         ),
         Index(
             "ix_messages_tokens_missing",

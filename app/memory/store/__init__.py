@@ -20,6 +20,11 @@ from app.memory.store.changes import (
     rewrite_distinct,
     unchanged,
 )
+from app.memory.store.embeddings import (
+    embeddings_waiting,
+    store_embeddings,
+    waiting_embeddings,
+)
 from app.memory.store.erasure import (
     erase_batch,
     erased_users,
@@ -65,8 +70,10 @@ from app.memory.store.reads import (
 )
 from app.memory.store.rows import (
     DUPLICATE_CANDIDATES,
+    FUSION,
     LOCK_NAMESPACE,
     MATCHES,
+    MATCHING,
     MEMORIES,
     MEMORY_CHANGES,
     RANKING,
@@ -77,8 +84,10 @@ from app.memory.store.rows import (
 
 __all__ = [
     "DUPLICATE_CANDIDATES",
+    "FUSION",
     "LOCK_NAMESPACE",
     "MATCHES",
+    "MATCHING",
     "MEMORIES",
     "MEMORY_CHANGES",
     "PAGE",
@@ -95,6 +104,7 @@ __all__ = [
     "current_for_rollback",
     "delete_one",
     "delete_owned_by",
+    "embeddings_waiting",
     "erase_batch",
     "erased_users",
     "forget_everything",
@@ -130,7 +140,9 @@ __all__ = [
     "search",
     "sources_of",
     "stale_ids",
+    "store_embeddings",
     "suggestions",
     "trigger_applied",
     "unchanged",
+    "waiting_embeddings",
 ]

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
 from app.kit.tokens import tokenize
+from app.kit.vectors import Embedding
 from app.memory.duplicates import Duplicate
 from app.memory.records import (
     MemoryRecord,
@@ -76,9 +77,10 @@ async def add(
     learned_in: Place | None,
     sources: Sequence[SourceMessage] = (),
     source: str = "self",
+    embedding: Embedding | None = None,
 ) -> MemoryRecord:
     """A new memory with the origin of the place it was learned in and links to the
-    messages it was learned from."""
+    messages it was learned from (and its text's ``embedding`` when already made)."""
     await lock_owners(session, [user_id])
     origin = Origin.learned_in(learned_in)
     row = await session.scalar(
@@ -89,6 +91,7 @@ async def add(
             source=source,
             search_tokens=tokenize(content),
             **_origin_values(origin),
+            **_embedding_values(embedding),
         )
         .returning(Memory)
         .execution_options(populate_existing=True)
@@ -98,6 +101,14 @@ async def add(
     await _link_sources(session, record.id, sources, why.trigger)
     await _log(session, why, Action.ADD, user_id, record.id, None, encode(record))
     return record
+
+
+def _embedding_values(embedding: Embedding | None) -> dict[str, object]:
+    """The vector columns for a text's ``embedding``; none without one (a changed text then
+    loses its old vector to the trigger, and the back-fill makes the new one)."""
+    if embedding is None:
+        return {}
+    return {"embedding": list(embedding.values), "embedding_space": embedding.space}
 
 
 async def _link_sources(
@@ -131,10 +142,11 @@ async def rewrite(
     *,
     learned_in: Place | None,
     sources: Sequence[SourceMessage] = (),
+    embedding: Embedding | None = None,
 ) -> MemoryRecord | None:
     """Rewrite the text (and touch updated_at) only if the record is still as ``expected``;
     None when it changed or went since (the later change wins). What was learned in
-    ``learned_in`` narrows the origin, never widens it."""
+    ``learned_in`` narrows the origin, never widens it. ``embedding``: the new text's."""
     current = await _locked_current(session, expected.id, expected.user_id)
     if current is None or not unchanged(current, expected):
         return None
@@ -148,6 +160,7 @@ async def rewrite(
             updated_at=func.now(),
             reviewed_at=None,
             **_origin_values(origin),
+            **_embedding_values(embedding if content != current.content else None),
         )
         .returning(Memory)
         .execution_options(populate_existing=True)

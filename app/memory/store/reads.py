@@ -27,8 +27,9 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channel.exchange import Place
-from app.kit.relevance import Query, Ranking
+from app.kit.relevance import Fusion, Query, Ranking
 from app.kit.sql import any_array
+from app.kit.vectors import Embedding
 from app.memory.records import (
     LedgerRow,
     MemoryRecord,
@@ -38,7 +39,9 @@ from app.memory.records import (
     Why,
 )
 from app.memory.store.rows import (
+    FUSION,
     MATCHES,
+    MATCHING,
     RANKING,
     RECENT_LIMIT,
     SEARCH_LIMIT,
@@ -95,29 +98,41 @@ async def relevant(
     place: Place | None = None,
     limit: int = RECENT_LIMIT,
     ranking: Ranking = RANKING,
+    meaning: Embedding | None = None,
+    fusion: Fusion = FUSION,
 ) -> list[MemoryRecord]:
     """Up to ``limit`` of the person's memories that may surface in ``place``, chosen by
     relevance to ``query`` (newer first among equals; the newest when nothing is relevant)
-    and listed newest first like ``recent``, so a profile of ``limit`` or fewer reads the
-    same either way. One logged read. (``ranking``: the shipped parameters; the benchmark
-    tries others on its tuning half.)"""
-    if query.empty:
+    and, given its vector (``meaning``), by meaning too; listed newest first like
+    ``recent``, so a profile of ``limit`` or fewer reads the same either way. One logged
+    read. (``ranking``, ``fusion``: the shipped parameters; the benchmark tries others on
+    its tuning half.)"""
+    if query.empty and meaning is None:
         return await recent(session, user_id, why, limit=limit, place=place)
     await lock_owners(session, [user_id])
-    chosen = await _ranked(session, user_id, query, place, limit, ranking)
+    chosen = await _ranked(session, user_id, query, place, limit, ranking, meaning, fusion)
     records = sorted(chosen, key=lambda r: (r.updated_at, r.id), reverse=True)
     await _log_read(session, why, user_id, records)
     return records
 
 
 async def search(
-    session: AsyncSession, user_id: int, why: Why, query: Query, *, limit: int = SEARCH_LIMIT
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    query: Query,
+    *,
+    limit: int = SEARCH_LIMIT,
+    meaning: Embedding | None = None,
 ) -> list[MemoryRecord]:
     """All of the person's memories (their own search, wherever they ask) that share a word
-    with ``query``, best first as ``relevant`` ranks them, at most ``limit``. One logged
-    read, even an empty one."""
+    with ``query`` or, given its vector (``meaning``), are clearly nearest to it in meaning,
+    best first as ``relevant`` ranks them, at most ``limit``. One logged read, even an empty
+    one."""
     await lock_owners(session, [user_id])
-    found = [] if query.empty else await _ranked(session, user_id, query, None, limit, MATCHES)
+    found = []
+    if not query.empty or meaning is not None:
+        found = await _ranked(session, user_id, query, None, limit, MATCHES, meaning, MATCHING)
     await _log_read(session, why, user_id, found)
     return found
 

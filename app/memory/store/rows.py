@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session
 
 from app.channel.exchange import Place
 from app.kit.locks import lock_key
-from app.kit.relevance import Query, Ranking, SearchTable, ranked, term_weights
+from app.kit.relevance import Fusion, Query, Ranking, SearchTable, ranked, term_weights
 from app.kit.tokens import tokenize
+from app.kit.vectors import Embedding
 from app.memory.duplicates import Duplicate, find_duplicate
 from app.memory.records import (
     REDACTED,
@@ -59,6 +60,13 @@ RANKING = Ranking(idf_power=2.0, sample=300, probe_rows=25)
 
 
 MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with the query
+
+
+# By meaning too (EMBEDDINGS_BASE_URL set): chosen on bench/recall.py's tuning half (`--tune`).
+# Short facts: every one of the newest 2000 is compared; the floor keeps `!memory search` to
+# memories clearly nearer the words than the rest.
+FUSION = Fusion(k=5.0, words=1.0, meaning=1.0, sample=2000, candidates=50)
+MATCHING = replace(FUSION, min_meaning=2.0)
 
 
 DUPLICATE_CANDIDATES = 5
@@ -183,9 +191,12 @@ async def _ranked(
     place: Place | None,
     limit: int,
     ranking: Ranking = RANKING,
+    meaning: Embedding | None = None,
+    fusion: Fusion = FUSION,
 ) -> list[MemoryRecord]:
-    """The best ``limit`` memories for ``query`` among those that may surface in ``place``,
-    best first (not logged: the callers log what they hand out)."""
+    """The best ``limit`` memories for ``query`` (and its vector, ``meaning``) among those
+    that may surface in ``place``, best first (not logged: the callers log what they hand
+    out)."""
     found = await ranked(
         session,
         MEMORIES,
@@ -196,6 +207,8 @@ async def _ranked(
         query=query,
         ranking=ranking,
         limit=limit,
+        meaning=meaning,
+        fusion=fusion,
     )
     return [_record(row) for row, _ in found]
 
