@@ -42,6 +42,7 @@ from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
 from app.kit.probes import start_probe_server
 from app.kit.queue import Job
+from app.meaning.backfill import backfill
 from app.memory import jobs as memory_jobs
 from app.memory.jobs import REMEMBER
 from app.memory.ledger_retention import redact_old_ledger_content, roll_up_old_reads
@@ -139,6 +140,12 @@ async def retry_due(ctx: dict[str, Any]) -> None:
     await enqueue_due(services.sessions, services.queue)
 
 
+@instrumented("embed_backlog")
+async def embed_backlog(ctx: dict[str, Any]) -> None:
+    """Every minute (with EMBEDDINGS_BASE_URL): vectors for the rows that wait for one."""
+    await backfill(_services(ctx))
+
+
 @instrumented("prune")
 async def prune(ctx: dict[str, Any]) -> None:
     """04:30 JST: the de-duplication window, the budget figures erasures kept that no longer
@@ -188,6 +195,7 @@ def _cron_jobs() -> list[CronJob]:
     return [
         cron(sweep, second=0, run_at_startup=True, timeout=60, keep_result=0),
         cron(retry_due, second=set(range(5, 60, 10)), timeout=10, keep_result=0),
+        cron(embed_backlog, second=30, timeout=60, keep_result=0),
         cron(prune, hour=4, minute=30, second=0, timeout=60, keep_result=0),
         cron(start_night, hour=3, minute=0, second=0, timeout=60, keep_result=0),
     ]

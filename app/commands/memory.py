@@ -24,6 +24,7 @@ from app.db import unit_of_work
 from app.discord.client import MAX_UPLOAD_BYTES, Attachment
 from app.kit.parts import Spooled, TextFiles, TooLarge
 from app.kit.relevance import Query
+from app.meaning.query import query_vector
 from app.memory import store
 from app.memory.records import Why
 from app.services import Services
@@ -142,15 +143,20 @@ async def memory_why(services: Services, asker: Invocation, answer: Answer, memo
 
 
 async def memory_search(services: Services, asker: Invocation, answer: Answer, words: str) -> None:
-    """DM the asker their memories that match ``words``, best first, ranked as recall ranks
-    them (id, where it was learned, the first 80 characters). No model is asked; one logged
+    """DM the asker their memories that match ``words`` (by meaning too, with embeddings),
+    best first, ranked as recall ranks them (id, where it was learned, the first 80
+    characters). No model is asked; one logged
     read. Words that hold nothing to search for get a clear answer and read nothing."""
     query = Query.of([(words, 1.0)])
     if query.empty:
         await answer.say(NOTHING_TO_SEARCH)
         return
+    timeout_s = services.settings.embeddings_query_timeout_s
+    meaning = await query_vector(services.embedder, words, timeout_s=timeout_s)
     async with unit_of_work(services.sessions) as session:
-        found = await store.search(session, asker.user_id, Why(ACTOR, "search"), query)
+        found = await store.search(
+            session, asker.user_id, Why(ACTOR, "search"), query, meaning=meaning
+        )
     listing = render.search_results(found, words=words, here=asker.guild_id)
     await answer.show([Part(listing)], sent=SEARCH_SENT, undeliverable=DM_FAILED)
 

@@ -64,6 +64,14 @@ INSTRUCTIONS: dict[Question, str] = {
         "projects). Choose delete if it was a time-limited detail that no longer matters "
         "(a plan for a past date, a passing mood, a short-lived situation). When unsure, keep."
     ),
+    Question.SAME_MEMORY: (
+        "The text is a memory the bot holds about a member and a new note about them. Answer "
+        "true only if the new note says the same thing as the stored memory, in other words "
+        "or with more detail, so that keeping only the new note loses nothing. Two different "
+        "facts of the same kind (another person, pet, place, date, number or value) are "
+        "false, and so is a note that contradicts, negates or narrows the memory. When "
+        "unsure, answer false."
+    ),
 }
 
 

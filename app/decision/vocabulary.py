@@ -20,6 +20,7 @@ class Question(StrEnum):
     MEMORY_VERDICT = "memory_verdict"
     ADD_MEMORY = "add_memory"
     STALE_KEEP = "stale_keep"
+    SAME_MEMORY = "same_memory"
 
     @property
     def kind(self) -> Kind:
@@ -35,6 +36,7 @@ QUESTION_KINDS: dict[Question, Kind] = {
     Question.MEMORY_VERDICT: Kind.CHOICE,
     Question.ADD_MEMORY: Kind.PROBABILITY,
     Question.STALE_KEEP: Kind.CHOICE,
+    Question.SAME_MEMORY: Kind.BOOLEAN,
 }
 
 VERDICT_OPTIONS = ("keep", "update", "delete")

@@ -334,6 +334,19 @@ def add_memory(prompt: str) -> float:
     return NO if any(_same(said.fact, note) for _, note in notes) else YES
 
 
+def same_memory(prompt: str) -> bool:
+    """A repeat when the new note keeps the stored note's words that matter (the bot has
+    already set aside notes that differ by a name, a number, a negation or a value)."""
+    notes = re.findall(r"^A (?:stored memory|new note) about [^:\n]+: (\".*\")$", prompt, re.M)
+    if len(notes) != 2:
+        return False
+    stored, new = (json.loads(note) for note in notes)
+    if is_japanese(stored):
+        return stored.rstrip("。") in new or new.rstrip("。") in stored
+    kept = _words(stored)
+    return bool(kept) and len(kept & _words(new)) * 2 >= len(kept)
+
+
 def emoji_enough(prompt: str) -> bool:
     said = _message_to_answer(prompt)
     return bool(_GREETING.match(said) or _JA_GREETING.match(said))

@@ -29,6 +29,7 @@ RULES: dict[str, Rule] = {
     "is_correction": lambda body: brain.is_correction(body["prompt"]),
     "is_task": lambda body: False,
     "stale_keep": lambda body: "keep",
+    "same_memory": lambda body: brain.same_memory(body["prompt"]),
 }
 
 

@@ -4,6 +4,7 @@ on any failure no vector (recall and search then go by words alone), counted by 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -37,3 +38,19 @@ async def query_vector(
         return None
     QUERY_VECTORS.labels(outcome=EMBEDDED).inc()
     return vector
+
+
+def recorded(vector: Embedding | None) -> dict[str, Any]:
+    """A query vector as a step record (compact), or that there was none."""
+    if vector is None:
+        return {"vector": None}
+    return {"vector": vector.packed(), "space": vector.space}
+
+
+def from_record(record: dict[str, Any], space: str) -> Embedding | None:
+    """The recorded vector, when there was one and it is of ``space`` (the model may have
+    changed since)."""
+    packed = record.get("vector")
+    if not isinstance(packed, str) or record.get("space") != space:
+        return None
+    return Embedding.unpacked(packed, space)

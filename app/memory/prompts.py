@@ -94,6 +94,17 @@ def add_prompt(exchange: Exchange, verdicts: Sequence[VerdictLine]) -> str:
     )
 
 
+def same_memory_prompt(exchange: Exchange, stored: str, new: str) -> str:
+    """The repeat question: a stored memory and the new note the write path would add."""
+    name = speaker_label(exchange)
+    return (
+        f"A stored memory about {name}: {json.dumps(stored, ensure_ascii=False)}\n"
+        f"A new note about {name}: {json.dumps(new, ensure_ascii=False)}\n\n"
+        f"Does the new note say the same thing about {name} as the stored memory (a repeat, in "
+        "other words or with more detail), rather than a different fact or a change?"
+    )
+
+
 def writer_system(exchange: Exchange) -> str:
     """The writer's rules, naming the speaker by their label (and the note by their name)."""
     label, name = speaker_label(exchange), shown_name(exchange.speaker_name) or "the speaker"

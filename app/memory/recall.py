@@ -19,6 +19,7 @@ from app.channel.exchange import Exchange, Line, Place
 from app.config import RecallScope, Settings
 from app.episodes.store import recent_episodes
 from app.kit.relevance import Query
+from app.kit.vectors import Embedding
 from app.memory import store
 from app.memory.records import MemoryRecord, Why, turn_trigger
 from app.pins.store import pinned_facts
@@ -59,10 +60,12 @@ async def recall_for_prompt(
     limit: int = store.RECENT_LIMIT,
     trigger: str | None = None,
     query: Query | None = None,
+    meaning: Embedding | None = None,
 ) -> list[MemoryRecord]:
     """Up to ``limit`` memories per user that may surface in ``place``, grouped in
     ``user_ids`` order: in a guild only what was learned in that guild, in a DM the owner's
-    memories from anywhere. The newest (``query`` None), or the most relevant to ``query``.
+    memories from anywhere. The newest (``query`` None), or the most relevant to ``query``
+    (by meaning too, given its vector).
 
     Each read is logged (committed by the caller), even one that finds nothing."""
     people = list(dict.fromkeys(user_ids))  # each person once, order kept
@@ -74,7 +77,7 @@ async def recall_for_prompt(
             recalled += await store.recent(session, user_id, why, limit=limit, place=place)
         else:
             recalled += await store.relevant(
-                session, user_id, why, query=query, limit=limit, place=place
+                session, user_id, why, query=query, limit=limit, place=place, meaning=meaning
             )
     return recalled
 
@@ -153,10 +156,11 @@ async def prompt_memory(
     parent_channel_id: int | None = None,
     event_id: str | None = None,
     query: Query | None = None,
+    meaning: Embedding | None = None,
 ) -> PromptMemory:
     """Read (and log, in the caller's transaction) what the reply prompt may remember:
     each person's newest memories, or with ``query`` (MEMORY_RECALL=relevant) the most
-    relevant to it, dated.
+    relevant to it (and with its vector, ``meaning``, by meaning too), dated.
 
     Memory off (MEM-10) means no memory at all: nothing is read, pins and episodes included,
     and the reply is written as it would be without the memory system. In a guild only what
@@ -174,7 +178,13 @@ async def prompt_memory(
     pins = await pinned_facts(session, channel_id, parent_id=parent_channel_id)
     trigger = turn_trigger(event_id) if event_id is not None else None
     memories = await recall_for_prompt(
-        session, user_ids=user_ids, place=place, actor=Actor.REPLY, trigger=trigger, query=query
+        session,
+        user_ids=user_ids,
+        place=place,
+        actor=Actor.REPLY,
+        trigger=trigger,
+        query=query,
+        meaning=meaning if query is not None else None,
     )
     block = render_memory_block(memories, names, dated=query is not None)
     blocks = [b for b in (render_pins(pins), block) if b]

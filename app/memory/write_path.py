@@ -1,6 +1,12 @@
 """The memory write path (seed 000, seven steps): Jev decides whether and which record,
 the chat model only phrases the text, and every read and change lands in the ledger.
 
+With relevance recall and an embeddings endpoint, the texts written in step 6 are embedded
+(their vectors are stored with them), and an add is first checked for a repeat in other words:
+the person's memories nearest in meaning, less those a deterministic rule tells apart (a
+negation, a number, a name, a swapped value), are put to Jev (``same_memory``); a yes makes
+the add an update of that memory, with the new text. No answer: a new row.
+
 The per-user advisory lock is held around the read and around the apply transaction only,
 never across a model call; a record that changed in between is skipped, not overwritten."""
 
@@ -18,13 +24,17 @@ from app.chat.base import ChatFailed, Purpose
 from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
+from app.embeddings.base import EmbeddingFailed
 from app.kit.clock import utcnow
 from app.kit.spend import paid_by
+from app.kit.vectors import Embedding
 from app.memory import store
+from app.memory.duplicates import telling_difference
 from app.memory.prompts import (
     VerdictLine,
     add_prompt,
     parse_written,
+    same_memory_prompt,
     verdict_prompt,
     worth_keeping_prompt,
     writer_request,
@@ -65,6 +75,8 @@ class Plan:
     updates: list[tuple[MemoryRecord, str]]
     add: str | None
     add_reason: str
+    vectors: dict[str, Embedding] = field(default_factory=dict)  # the written texts'
+    repeats: MemoryRecord | None = None  # the memory the add repeats in other words
 
 
 async def run_write_path(
@@ -120,6 +132,8 @@ async def _write_path(
     add_reason = await _decide_add(services, exchange, records, verdicts)
     outcome = WriteOutcome()
     plan = await _write_texts(services, exchange, records, verdicts, add_reason, outcome)
+    if relevant and services.embedder is not None:
+        plan = await _repeat_check(services, exchange, await _embedded(services, plan), why)
     return await _apply(services.sessions, exchange, plan, outcome, why, read_at, distinct=relevant)
 
 
@@ -235,6 +249,49 @@ async def _write(
     return _Discarded(written.fact) if written.fact else None
 
 
+async def _embedded(services: Services, plan: Plan) -> Plan:
+    """The texts to write, embedded in one request (stored with them); without the service,
+    none (the back-fill gives them theirs later, and the repeat check goes by words)."""
+    assert services.embedder is not None
+    texts = list(dict.fromkeys([t for _, t in plan.updates] + ([plan.add] if plan.add else [])))
+    if not texts:
+        return plan
+    try:
+        vectors = await services.embedder.documents(texts)
+    except EmbeddingFailed as exc:
+        logger.warning("memory texts not embedded", extra={"failure": exc.failure})
+        return plan
+    return replace(plan, vectors=dict(zip(texts, vectors, strict=True)))
+
+
+async def _repeat_check(services: Services, exchange: Exchange, plan: Plan, why: Why) -> Plan:
+    """Step 6b: does the add repeat a memory in other words? Its nearest memories by meaning
+    that no telling difference sets apart are put to Jev, nearest first; the first yes is
+    the memory the add updates instead. Read (and logged) outside the person's lock."""
+    vector = plan.vectors.get(plan.add) if plan.add is not None else None
+    if plan.add is None or vector is None:
+        return plan
+    read = replace(why, reason="repeat check")
+    async with unit_of_work(services.sessions) as session:
+        near = await store.near_repeats(
+            session, exchange.speaker_id, read, vector, place=exchange.place
+        )
+    candidates = [(r, s) for r, s in near if telling_difference(r.content, plan.add) is None]
+    answers = await asyncio.gather(
+        *(
+            services.decider.boolean(
+                Question.SAME_MEMORY, same_memory_prompt(exchange, record.content, plan.add)
+            )
+            for record, _ in candidates
+        )
+    )
+    for (record, similarity), same in zip(candidates, answers, strict=True):
+        if same is True:
+            reason = f"same_memory: repeats memory {record.id} in other words ({similarity:.2f})"
+            return replace(plan, repeats=record, add_reason=reason)
+    return plan
+
+
 def _sources(exchange: Exchange) -> list[SourceMessage]:
     guild = exchange.place.guild_id if exchange.place is not None else None
     return [SourceMessage(m, c, guild) for m, c in exchange.speaker_messages]
@@ -276,11 +333,13 @@ async def _apply(
             verdict = replace(why, reason="memory_verdict: delete")
             gone = await store.delete_one(session, record.id, verdict, expected=record)
             _settle(record, "delete", gone is not None, outcome.deleted, outcome)
-        applying = _Applying(session, place, sources, outcome, distinct)
+        applying = _Applying(session, place, sources, outcome, distinct, plan.vectors)
         for record, text in plan.updates:
             await _update(applying, record, text, replace(why, reason="memory_verdict: update"))
         if plan.add is not None:
-            await _add(applying, speaker, plan.add, replace(why, reason=plan.add_reason))
+            add_why = replace(why, reason=plan.add_reason)
+            if plan.repeats is None or not await _repeat(applying, plan.repeats, plan.add, add_why):
+                await _add(applying, speaker, plan.add, add_why)
     return outcome
 
 
@@ -295,6 +354,24 @@ class _Applying:
     sources: list[SourceMessage]
     outcome: WriteOutcome
     distinct: bool
+    vectors: dict[str, Embedding] = field(default_factory=dict)
+
+
+async def _repeat(to: _Applying, repeated: MemoryRecord, text: str, why: Why) -> bool:
+    """The add as an update of the memory it repeats (with the new text), if that memory is
+    still as it was read; False sends it down the plain add."""
+    done = await store.rewrite(
+        to.session,
+        repeated,
+        text,
+        why,
+        learned_in=to.place,
+        sources=to.sources,
+        embedding=to.vectors.get(text),
+    )
+    if done is not None:
+        to.outcome.updated.append(done.id)
+    return done is not None
 
 
 async def _update(to: _Applying, record: MemoryRecord, text: str, why: Why) -> None:
@@ -305,7 +382,13 @@ async def _update(to: _Applying, record: MemoryRecord, text: str, why: Why) -> N
         _settle(record, "update", done is not None, to.outcome.updated, to.outcome)
         return
     written = await store.rewrite_distinct(
-        to.session, record, text, why, learned_in=to.place, sources=to.sources
+        to.session,
+        record,
+        text,
+        why,
+        learned_in=to.place,
+        sources=to.sources,
+        embedding=to.vectors.get(text),
     )
     if written is None:
         _settle(record, "update", False, to.outcome.updated, to.outcome)
@@ -323,7 +406,13 @@ async def _add(to: _Applying, speaker: int, text: str, why: Why) -> None:
         to.outcome.added.append(added.id)
         return
     written = await store.add_distinct(
-        to.session, speaker, text, why, learned_in=to.place, sources=to.sources
+        to.session,
+        speaker,
+        text,
+        why,
+        learned_in=to.place,
+        sources=to.sources,
+        embedding=to.vectors.get(text),
     )
     done = to.outcome.added if written.duplicate is None else to.outcome.updated
     done.append(written.record.id)

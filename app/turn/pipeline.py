@@ -11,11 +11,12 @@ and every model call is paid for by the speaker in the turn's place (the usage r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -45,6 +46,8 @@ from app.kit.attribution import Author, Labels
 from app.kit.clock import jst_day, utcnow
 from app.kit.relevance import Query
 from app.kit.spend import paid_by
+from app.kit.vectors import Embedding
+from app.meaning.query import from_record, query_vector, recorded
 from app.memory.jobs import enqueue_remember
 from app.memory.recall import PromptMemory, prompt_memory, recall_query
 from app.nightly import store as runs
@@ -101,6 +104,8 @@ class Context:
     done: dict[Step, dict[str, Any]]  # what an earlier run of this turn already did
     rules: Rules = field(default_factory=Rules)  # the channel's mode, persona, parent
     query: Query | None = None  # what relevance recall ranks by (MEMORY_RECALL=relevant)
+    # The oldest of a full last 20: older conversation lies before it (relevance recall).
+    earliest: channel_log.LoggedMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,14 +159,18 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
         await dms_off_notice(services, message, attempt.event_id)
     if audience is not Audience.ADDRESSED:
         return _finish(audience.value)
-    context = await load_context(services, message, attempt.event_id, rules)  # 7
-    if await react(services, message, context, attempt):  # 8
-        return _finish("emoji_only")
-    # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
-    wants_task, memory = await asyncio.gather(
-        decide_task(services, message, context), recall(services, message, context, attempt)
-    )
-    reply = await respond(services, message, context, attempt, wants_task, memory)  # 10
+    # The message's query vector (relevance recall by meaning) is made while the turn reads
+    # its context and reacts, never in series with them.
+    async with QueryVector.start(services, message, attempt) as meaning:
+        context = await load_context(services, message, attempt.event_id, rules)  # 7
+        if await react(services, message, context, attempt):  # 8
+            return _finish("emoji_only")
+        # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
+        wants_task, recalled = await asyncio.gather(
+            decide_task(services, message, context),
+            recall(services, message, context, attempt, meaning),
+        )
+    reply = await respond(services, message, context, attempt, wants_task, recalled)  # 10
     await remember(services, message, reply, attempt.event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
 
@@ -351,8 +360,8 @@ async def load_context(
     query = None
     if services.settings.recall_relevant:
         query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
-    older = await older_conversation(services, message.channel_id, recent, query)
-    conversation = [_line(m, said_at=m.created_at) for m in older] + [_line(m) for m in recent]
+    full = len(recent) >= channel_log.CONTEXT_SIZE
+    conversation = [_line(m) for m in recent]
     persona = load_persona(
         services.settings.persona_path, style.content if style else None, rules.persona
     )
@@ -364,25 +373,29 @@ async def load_context(
         done=done,
         rules=rules,
         query=query,
+        earliest=recent[0] if full else None,
     )
 
 
 async def older_conversation(
-    services: Services,
-    channel_id: int,
-    recent: list[channel_log.LoggedMessage],
-    query: Query | None,
-) -> list[channel_log.LoggedMessage]:
+    services: Services, message: MessageCreate, context: Context, meaning: Embedding | None
+) -> list[ChatLine]:
     """Up to MEMORY_RECALL_MESSAGES messages of this channel from before the last 20 that
-    bear on the query, oldest first; none without relevance recall, or when the last 20
-    are all there is."""
+    bear on the message (its words, and with its vector its meaning), oldest first and dated;
+    none without relevance recall, or when the last 20 are all there is."""
     limit = services.settings.memory_recall_messages
-    if query is None or limit == 0 or len(recent) < channel_log.CONTEXT_SIZE:
+    if context.query is None or limit == 0 or context.earliest is None:
         return []
     async with unit_of_work(services.sessions) as session:  # it may fill in missing tokens
-        return await channel_log.older_relevant(
-            session, channel_id, before=recent[0], query=query, limit=limit
+        older = await channel_log.older_relevant(
+            session,
+            message.channel_id,
+            before=context.earliest,
+            query=context.query,
+            limit=limit,
+            meaning=meaning,
         )
+    return [_line(m, said_at=m.created_at) for m in older]
 
 
 def _line(m: channel_log.LoggedMessage, said_at: datetime | None = None) -> ChatLine:
@@ -445,20 +458,88 @@ async def decide_task(services: Services, message: MessageCreate, context: Conte
 # 10. Respond ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """What step 10 read for the reply: the memory part, and the older conversation that
+    bears on the message (dated lines ahead of the last 20)."""
+
+    memory: PromptMemory
+    earlier: list[ChatLine] = field(default_factory=list)
+
+
+class QueryVector:
+    """The message's query vector for relevance recall by meaning: one embedding call per
+    event (its result, or that there was none, is recorded with the event's steps, so a
+    retried turn does not embed again), started as soon as the turn is addressed and awaited
+    only by the reads that use it. Without an embedder or relevance recall: None at once."""
+
+    def __init__(self, task: asyncio.Task[Embedding | None] | None) -> None:
+        self._task = task
+
+    @classmethod
+    @asynccontextmanager
+    async def start(
+        cls, services: Services, message: MessageCreate, attempt: Attempt
+    ) -> AsyncIterator[QueryVector]:
+        task = None
+        if services.embedder is not None and services.settings.recall_relevant:
+            task = asyncio.create_task(_embed_once(services, message, attempt))
+        try:
+            yield cls(task)
+        finally:
+            await _settle_task(task)
+
+    async def vector(self) -> Embedding | None:
+        return await self._task if self._task is not None else None
+
+
+async def _embed_once(
+    services: Services, message: MessageCreate, attempt: Attempt
+) -> Embedding | None:
+    assert services.embedder is not None
+    space = services.embedder.space
+    async with services.sessions() as session:
+        earlier = await steps.done(session, attempt.event_id, Step.RECALL_QUERY)
+    if earlier is not None:
+        return from_record(earlier, space)
+    timeout_s = services.settings.embeddings_query_timeout_s
+    vector = await query_vector(services.embedder, message.content, timeout_s=timeout_s)
+    async with writing(services, attempt, message.author.id) as (session, _):
+        kept = await steps.record(session, attempt.event_id, Step.RECALL_QUERY, recorded(vector))
+    return from_record(kept, space)
+
+
+async def _settle_task(task: asyncio.Task[Embedding | None] | None) -> None:
+    """A vector nobody awaited (the emoji was enough, the turn failed): cancelled, or its
+    outcome collected, so no task outlives its turn."""
+    if task is None:
+        return
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+
+
 async def recall(
-    services: Services, message: MessageCreate, context: Context, attempt: Attempt
-) -> PromptMemory | None:
-    """The reply prompt's memory part (pins, memories, episodes); every read is logged,
-    with the turn as its trigger. Nobody whose erasure is under way is recalled. None when
-    an earlier run of this turn already fixed the reply text."""
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    attempt: Attempt,
+    meaning: QueryVector | None = None,
+) -> Recalled | None:
+    """The reply prompt's memory part (pins, memories, episodes) and the older conversation;
+    every memory read is logged, with the turn as its trigger. Nobody whose erasure is under
+    way is recalled. None when an earlier run of this turn already fixed the reply text."""
     if Step.REPLY_TEXT in context.done:
         return None
+    vector = await meaning.vector() if meaning is not None else None
+    earlier = await older_conversation(services, message, context, vector)
     speaker = message.author.id
     # The memory block names people as the conversation's lines label them.
     labels = conversation_labels(context.conversation, (), _said(message).author)
     names = {person: labels[person] for person in (speaker, *context.participant_ids)}
     async with writing(services, attempt, speaker, context.participant_ids) as (session, gone):
-        return await prompt_memory(
+        memory = await prompt_memory(
             session,
             services.settings,
             channel_id=message.channel_id,
@@ -469,7 +550,9 @@ async def recall(
             participant_ids=[p for p in context.participant_ids if p not in gone],
             event_id=attempt.event_id,
             query=context.query,
+            meaning=vector,
         )
+    return Recalled(memory, earlier)
 
 
 async def respond(
@@ -478,7 +561,7 @@ async def respond(
     context: Context,
     attempt: Attempt,
     wants_task: bool,
-    memory: PromptMemory | None,
+    recalled: Recalled | None,
 ) -> Reply:
     """Post one reply, once: the text is fixed before posting, the post is recorded after.
     "Bot is typing…" shows from the moment the turn starts writing until just before the
@@ -487,7 +570,9 @@ async def respond(
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
     if planned is None:
-        assert memory is not None  # recalled whenever the text is not fixed yet
+        assert recalled is not None  # recalled whenever the text is not fixed yet
+        memory = recalled.memory
+        context = replace(context, conversation=[*recalled.earlier, *context.conversation])
         async with Typing(services.discord, message.channel_id) as typing:
             writer = Writing(services, message, context.rules, typing)
             planned = await _fix_text(
@@ -516,9 +601,9 @@ async def _fix_text(
             if not gone:
                 result = {"text": text, "failed": failed, "owners": [str(o) for o in owners]}
                 return await steps.record(session, attempt.event_id, Step.REPLY_TEXT, result)
-        recalled = await recall(services, message, context, attempt)
-        assert recalled is not None
-        memory = recalled
+        again = await recall(services, message, context, attempt)
+        assert again is not None
+        memory = again.memory
     return {"text": APOLOGY, "failed": True, "owners": []}
 
 

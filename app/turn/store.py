@@ -26,6 +26,7 @@ class Step(StrEnum):
     REPLY = "reply"  # the reply was posted (message ids)
     REMEMBERED = "remembered"  # the memory write path ran after the reply
     NOTICE = "notice"  # a once-a-day notice was due for this event (or not), decided once
+    RECALL_QUERY = "recall-query"  # the message's query vector (or that there was none)
 
 
 async def done(session: AsyncSession, event_id: str, step: Step) -> dict[str, Any] | None:

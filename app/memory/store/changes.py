@@ -193,18 +193,26 @@ async def add_distinct(
     *,
     learned_in: Place | None,
     sources: Sequence[SourceMessage] = (),
+    embedding: Embedding | None = None,
 ) -> Written:
     """``add``, unless a memory visible where it was learned already says the same: that one
     is updated with the new text instead (or refreshed, when the new text adds nothing)."""
     await lock_owners(session, [user_id])
     duplicate = await _duplicate_of(session, user_id, content, learned_in, exclude=None)
     if duplicate is None:
-        return Written(
-            await add(session, user_id, content, why, learned_in=learned_in, sources=sources)
+        added = await add(
+            session,
+            user_id,
+            content,
+            why,
+            learned_in=learned_in,
+            sources=sources,
+            embedding=embedding,
         )
+        return Written(added)
     reason = f"{why.reason}: {duplicate.reason()}, kept instead of adding"
     merged = await _merge(
-        session, duplicate, content, replace(why, reason=reason), learned_in, sources
+        session, duplicate, content, replace(why, reason=reason), learned_in, sources, embedding
     )
     return Written(merged, duplicate)
 
@@ -217,6 +225,7 @@ async def rewrite_distinct(
     *,
     learned_in: Place | None,
     sources: Sequence[SourceMessage] = (),
+    embedding: Embedding | None = None,
 ) -> Written | None:
     """``rewrite``, unless the new text repeats another memory visible there: that one takes
     the text and this one, which would only copy it, is deleted. None when ``expected``
@@ -226,11 +235,19 @@ async def rewrite_distinct(
         return None
     duplicate = await _duplicate_of(session, current.user_id, content, learned_in, current.id)
     if duplicate is None:
-        done = await rewrite(session, current, content, why, learned_in=learned_in, sources=sources)
+        done = await rewrite(
+            session,
+            current,
+            content,
+            why,
+            learned_in=learned_in,
+            sources=sources,
+            embedding=embedding,
+        )
         return Written(done) if done is not None else None
     kept = f"{why.reason}: {duplicate.reason()}, kept instead of rewriting {current.id}"
     merged = await _merge(
-        session, duplicate, content, replace(why, reason=kept), learned_in, sources
+        session, duplicate, content, replace(why, reason=kept), learned_in, sources, embedding
     )
     folded = f"{why.reason}: folded into memory {duplicate.memory_id} ({duplicate.kind})"
     await _delete(session, [current], replace(why, reason=folded), redact=False)
@@ -244,13 +261,16 @@ async def _merge(
     why: Why,
     learned_in: Place | None,
     sources: Sequence[SourceMessage],
+    embedding: Embedding | None = None,
 ) -> MemoryRecord:
     """The existing memory takes the new text (keeps its own when the new one adds nothing,
     and is refreshed): one logged update, its sources joined by the new ones."""
     current = await _locked_current(session, duplicate.memory_id)
     assert current is not None  # found under the owner's lock, which is still held
     text = current.content if duplicate.kind.adds_nothing else content
-    done = await rewrite(session, current, text, why, learned_in=learned_in, sources=sources)
+    done = await rewrite(
+        session, current, text, why, learned_in=learned_in, sources=sources, embedding=embedding
+    )
     assert done is not None
     return done
 

@@ -51,6 +51,7 @@ from app.memory.store.rows import (
     _ranked,
     _record,
     _visible_in,
+    _visible_sql,
     lock_owners,
 )
 from app.models.memory import (
@@ -163,6 +164,64 @@ async def suggestions(
     rows = await session.scalars(query.limit(limit))
     await session.execute(_COUNT_READ, {"user_id": user_id, "actor": why.actor.value})
     return [_record(row) for row in rows]
+
+
+_NEAR = """
+WITH compared AS MATERIALIZED (
+    SELECT id, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
+    FROM memories
+    WHERE user_id = :user_id AND {visible} AND embedding_space = :space
+    ORDER BY updated_at DESC, id DESC LIMIT :sample
+),
+spread AS (
+    SELECT avg(similarity) AS mean, coalesce(stddev_pop(similarity), 0) AS sd,
+           count(*) AS n
+    FROM compared
+)
+SELECT c.id, c.similarity FROM compared c, spread s
+WHERE s.n < :few OR c.similarity >= s.mean + :min_z * s.sd
+ORDER BY c.similarity DESC, c.id DESC LIMIT :limit
+"""
+# A possible repeat is among the few nearest, and clearly nearer than the person's memories
+# at large (in standard deviations: models differ in how alike unrelated texts are); among
+# fewer than FEW memories any of the nearest may be one.
+NEAR_Z = 2.0
+FEW = 8
+
+
+async def near_repeats(
+    session: AsyncSession,
+    user_id: int,
+    why: Why,
+    vector: Embedding,
+    *,
+    place: Place | None,
+    limit: int = 3,
+) -> list[tuple[MemoryRecord, float]]:
+    """The person's memories visible in ``place`` nearest in meaning to a new text's
+    ``vector``, with their similarity, nearest first, at most ``limit``: candidates a new
+    memory may repeat. One logged read (their texts go to the decision model)."""
+    await lock_owners(session, [user_id])
+    statement = text(_NEAR.format(visible=_visible_sql(session, place)))
+    found = await session.execute(
+        statement,
+        {
+            "vector": vector.sql(),
+            "space": vector.space,
+            "user_id": user_id,
+            "sample": FUSION.sample,
+            "few": FEW,
+            "min_z": NEAR_Z,
+            "limit": limit,
+        },
+    )
+    similarity = dict(found.tuples().all())
+    rows = await session.scalars(_fresh(Memory.id.in_(list(similarity))))
+    records = sorted(
+        ((_record(row), float(similarity[row.id])) for row in rows), key=lambda r: -r[1]
+    )
+    await _log_read(session, why, user_id, [record for record, _ in records])
+    return records
 
 
 async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:
