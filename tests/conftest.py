@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from alembic import command
 from app.config import Settings
 from app.db import SessionFactory, create_engine, create_session_factory
+from app.dev.local_embeddings import LocalEmbeddings
 from app.discord.fake import MISFITS
 from app.models import Base
 from tests.support.stack import Stack, running_stack
@@ -141,6 +142,16 @@ async def redis() -> AsyncIterator[Redis]:
     yield client
     await client.flushdb()
     await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Iterator[LocalEmbeddings]:
+    """The real local embedding model behind its OpenAI-compatible server, once per session
+    (it starts in well under a second): for the tests where meaning matters."""
+    model = LocalEmbeddings(threads=1)
+    model.start()
+    yield model
+    model.stop()
 
 
 @pytest.fixture

@@ -210,8 +210,11 @@ best AS (
 
 _HYBRID_BEST = """
 words AS (
+    -- Rows that share no word with the query keep their place only as the newest (the
+    -- words' fallback), never as a ranking that outweighs a match by meaning.
     SELECT c.id, c.at, coalesce(b.score, 0) AS relevance,
            row_number() OVER (
+               PARTITION BY coalesce(b.score, 0) > 0
                ORDER BY coalesce(b.score, 0) + :prior * exp(
                    -greatest(extract(epoch FROM now() - c.at), 0) / (86400 * :prior_days)
                ) DESC, c.at DESC, c.id DESC
@@ -243,7 +246,9 @@ best AS (
     SELECT id, max(at) AS at, max(relevance) AS relevance,
            sum(weight / (:fusion_k + place)) AS rank
     FROM (
-        SELECT id, at, relevance, place, CAST(:words_weight AS float8) AS weight FROM words
+        SELECT id, at, relevance, place,
+               CASE WHEN relevance > 0 THEN CAST(:words_weight AS float8) ELSE 0 END AS weight
+        FROM words
         UNION ALL
         SELECT id, at, 0, place, CAST(:meaning_weight AS float8) FROM meaning
     ) AS legs
