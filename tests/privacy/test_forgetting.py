@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy import select, text
 
 from app.chat.fake import Text
-from app.config import Settings
+from app.config import MemoryRecall, Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.embeddings.fake import FakeEmbeddings
 from app.kit.arqueue import create_queue
 from app.kit.clock import utcnow
 from app.memory.ledger_retention import redact_old_ledger_content
@@ -28,8 +29,10 @@ from app.nightly.run import Started, start_nightly_run
 from app.nightly.style import STYLE_SYSTEM
 from app.structured.consolidation import EPISODE_SYSTEM
 from app.vocabulary import SkipReason
+from tests.support.embeddings import backfill_now, fake_settings
 from tests.support.frames import frame, message_create, next_id, reaction_add
 from tests.support.memory_env import add_memory, add_message
+from tests.support.servers import serve
 from tests.support.slash import register
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import (
@@ -264,6 +267,51 @@ async def traces_left(
     return found
 
 
+async def vectors_of(sessions: SessionFactory, needles: tuple[str, ...]) -> set[str]:
+    """Every vector (as text) stored beside a row whose text holds one of ``needles``, in
+    every vector column of every table (found through the catalog)."""
+    found: set[str] = set()
+    async with sessions() as session:
+        for table, column in await _vector_columns(session):
+            for needle in needles:
+                rows = await session.scalars(
+                    text(
+                        f'SELECT "{column}"::text FROM "{table}" '
+                        f'WHERE "{column}" IS NOT NULL AND content ILIKE :n'
+                    ),
+                    {"n": f"%{needle}%"},
+                )
+                found.update(rows)
+    return found
+
+
+async def vectors_left(sessions: SessionFactory, vectors: set[str]) -> list[tuple[str, str]]:
+    """Which vector columns (of any table) still hold one of ``vectors``."""
+    left: list[tuple[str, str]] = []
+    async with sessions() as session:
+        for table, column in await _vector_columns(session):
+            stored = set(
+                await session.scalars(
+                    text(f'SELECT "{column}"::text FROM "{table}" WHERE "{column}" IS NOT NULL')
+                )
+            )
+            if stored & vectors:
+                left.append((table, column))
+    return left
+
+
+async def _vector_columns(session: Any) -> list[tuple[str, str]]:
+    columns = await session.execute(
+        text(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'public' AND udt_name IN ('vector', 'halfvec')"
+        )
+    )
+    found = [(t, c) for t, c in columns.tuples()]
+    assert {t for t, _ in found} >= {"memories", "messages"}
+    return found
+
+
 async def rows_keyed_by(
     sessions: SessionFactory, user_id: int, tables: tuple[str, ...]
 ) -> dict[str, int]:
@@ -310,7 +358,17 @@ async def bobs_rows(sessions: SessionFactory) -> dict[str, list[str]]:
 async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_intact(
     settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with trust_world(settings, monkeypatch, memory_consolidate_every=4) as world:
+    fake = FakeEmbeddings()
+    async with (
+        serve(fake.app) as embeddings_url,
+        trust_world(
+            settings,
+            monkeypatch,
+            memory_consolidate_every=4,
+            memory_recall=MemoryRecall.RELEVANT,
+            **fake_settings(fake, embeddings_url),
+        ) as world,
+    ):
         stack = world.stack
         stack.model.responder = echoing
         stack.jev.answers[Question.IS_CORRECTION] = True
@@ -357,6 +415,9 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
         )
         await stack.deliver(frame("INTERACTION_CREATE", searched))
         await tonight(world)  # a diary and a style revision built from all of that
+        await backfill_now(stack.settings)  # her messages and memories get their vectors
+        hers = await vectors_of(sessions, MARKERS)
+        assert len(hers) >= 4, hers  # before the erasure her vectors are there
         # Before the erasure the scan finds her words all over the place.
         assert {table for table, _, _ in await traces_left(sessions, MARKERS)} >= {
             "episodes",
@@ -374,6 +435,7 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
         await world.tell(ALICE, "!forgetme", mention=False)
 
         assert await traces_left(sessions, MARKERS) == []  # nothing of what she wrote
+        assert await vectors_left(sessions, hers) == []  # nor a vector made from it
         # Nor a row kept under her id where she is a key, not a name (her folded read counts,
         # her model usage: the usage stays in the totals as nobody's).
         assert await rows_keyed_by(sessions, ALICE, ("memory_read_counts", "model_usage")) == {
