@@ -59,6 +59,7 @@ SECRETS_BY_PROCESS = {
         "ANTHROPIC_API_KEY",
         "JEV_API_KEY",
         "JINA_API_KEY",
+        "EMBEDDINGS_API_KEY",
     },
     "relay": {"DISCORD_BOT_TOKEN", "GATEWAY_TOKEN"},
     "jev": {"JEV_API_KEY", "ANTHROPIC_API_KEY"},
