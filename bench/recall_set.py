@@ -115,6 +115,7 @@ class Question:
     memory: int | None = None  # index into ConversationSet.notes
     message: int | None = None  # id of a Said
     lexical: bool = True  # shares a content word with its evidence
+    across: bool = False  # asked in the other language than its evidence
 
 
 @dataclass(frozen=True)
@@ -1169,7 +1170,33 @@ def generate(half: str, *, seed: int) -> ConversationSet:
             people.append(person)
             _person_notes(made, maker, person, name, channel)
         _channel(made, maker, channel, people)
+    _across(made, random.Random(f"{half}:{seed}:across"))
     return made
+
+
+ACROSS_PER_PERSON = 4
+
+
+def _across(made: ConversationSet, rng: random.Random) -> None:
+    """A bilingual server: each person asks, in the other language, about a few of their
+    facts (this half's phrasings of the other language's questions that name nothing, so no
+    word is shared). Drawn from their own generator, so the rest of the set is unchanged."""
+    parity = 0 if made.half == "tuning" else 1
+    for index, note in list(enumerate(made.notes)):
+        if note.key is None or rng.random() >= ACROSS_PER_PERSON / len(FAMILIES_EN):
+            continue
+        language = "ja" if made.languages[note.person] == "en" else "en"
+        families = FAMILIES_JA if language == "ja" else FAMILIES_EN
+        vague = VAGUE_JA if language == "ja" else VAGUE_EN
+        asks = [a for a in families[note.key]["ask"] if "{" not in a]
+        asks += [vague[note.key]] if note.key in vague else []
+        own = [a for i, a in enumerate(asks) if i % 2 == parity] or asks
+        ask = rng.choice(own)
+        channel = made.channels[made.languages[note.person]]
+        name = made.names[note.person]
+        made.questions.append(
+            Question(language, note.person, name, channel, ask, index, None, False, True)
+        )
 
 
 def _person_notes(
