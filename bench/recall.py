@@ -404,11 +404,19 @@ async def _merged_into(
         await session.begin()
         why = Why(Actor.EXTRACTION, "bench")
         if vector is not None:
-            near = await store.near_repeats(session, pair.person, why, vector, place=PLACE)
-            for record, _ in near:
-                if duplicates.telling_difference(record.content, pair.new) is None:
+            near = await store.near_repeats(
+                session, pair.person, why, pair.new, vector, place=PLACE
+            )
+            for n, one in enumerate(near):
+                if duplicates.may_repeat(
+                    one.record.content,
+                    pair.new,
+                    overlap=one.overlap,
+                    standing=one.standing,
+                    nearest=n == 0,
+                ):
                     await session.rollback()
-                    return record.id
+                    return one.record.id
         written = await store.add_distinct(session, pair.person, pair.new, why, learned_in=PLACE)
         await session.rollback()
     return written.record.id if written.duplicate is not None else None
@@ -526,6 +534,23 @@ async def _loaded(db: str, rows: int) -> bool:
     finally:
         await conn.close()
     return bool(found == rows)
+
+
+async def _embedded_set(db: str) -> bool:
+    """Whether ``db`` holds the generated set with every row's vector."""
+    try:
+        conn = await asyncpg.connect(asyncpg_dsn(db))
+    except asyncpg.InvalidCatalogNameError:
+        return False
+    try:
+        waiting = await conn.fetchval(
+            "SELECT (SELECT count(*) FROM memories WHERE embedding IS NULL) + "
+            "(SELECT count(*) FROM messages WHERE embedding IS NULL AND content <> '')"
+        )
+        total = await conn.fetchval("SELECT count(*) FROM memories")
+    finally:
+        await conn.close()
+    return bool(total) and waiting == 0
 
 
 Read = Callable[[SessionFactory, Query, Embedding], Awaitable[object]]
@@ -702,8 +727,9 @@ async def _timed_add(
             await store.add(session, person, content, why, learned_in=PLACE)
         else:
             if way == "by meaning too":
-                near = await store.near_repeats(session, person, why, vector, place=PLACE)
-                [duplicates.telling_difference(r.content, content) for r, _ in near]
+                near = await store.near_repeats(session, person, why, content, vector, place=PLACE)
+                for one in near:
+                    duplicates.telling_difference(one.record.content, content)
             await store.add_distinct(session, person, content, why, learned_in=PLACE)
         await session.flush()
         elapsed = time.perf_counter() - started
@@ -753,6 +779,11 @@ async def main() -> None:
     parser.add_argument(
         "--reuse-scale", action="store_true", help="keep the 10⁶-row tables of an earlier run"
     )
+    parser.add_argument(
+        "--reuse-quality",
+        action="store_true",
+        help="keep the generated set and its vectors of an earlier run (the same code)",
+    )
     args = parser.parse_args()
     load_avg = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"cores={os.cpu_count()} load average {load_avg}")
@@ -763,7 +794,8 @@ async def main() -> None:
 
 
 async def quality_and_duplicates(args: argparse.Namespace) -> None:
-    url = await fresh_database(DB)
+    reuse = args.reuse_quality and await _embedded_set(DB)
+    url = database_url(DB) if reuse else await fresh_database(DB)
     conn = await asyncpg.connect(asyncpg_dsn(DB))
     engine = create_engine(url, pool_size=2)
     sessions = create_session_factory(engine)
@@ -771,7 +803,9 @@ async def quality_and_duplicates(args: argparse.Namespace) -> None:
         halves = {}
         for n, half in enumerate(HALVES):
             made = generate(half, seed=SEED)
-            halves[half] = (made, await load_set(conn, made, first_id=1 + n * 1_000_000))
+            first = 1 + n * 1_000_000
+            ids = list(range(first, first + len(made.notes)))
+            halves[half] = (made, ids if reuse else await load_set(conn, made, first_id=first))
             print(
                 f"{half} half: {len(made.languages)} people, {len(made.notes):,} memories, "
                 f"{len(made.messages):,} messages over 180 days, {len(made.questions)} questions, "
@@ -782,7 +816,10 @@ async def quality_and_duplicates(args: argparse.Namespace) -> None:
             "(SELECT max(id) FROM memories))"
         )
         async with local_embedder() as embedder:
-            await embed_everything(sessions, embedder)
+            if reuse:
+                print("reusing the set and its vectors an earlier run made (--reuse-quality)")
+            else:
+                await embed_everything(sessions, embedder)
             questions = [q.text for made, _ in halves.values() for q in made.questions]
             vectors = await query_vectors(embedder, questions)
             await conn.execute("VACUUM ANALYZE")
@@ -802,14 +839,7 @@ async def local_embedder(threads: int = 2) -> AsyncIterator[OpenAICompatible]:
     model.start()
     try:
         async with httpx.AsyncClient() as http:
-            yield OpenAICompatible(
-                http,
-                base_url=model.base_url,
-                model=MODEL,
-                dimensions=DIMENSIONS,
-                input_type=InputType.FIELD,
-                timeout_s=120.0,
-            )
+            yield model.embedder(http, timeout_s=120.0)
     finally:
         model.stop()
 

@@ -65,7 +65,7 @@ class LocalEmbeddings:
             "embeddings_input_type": InputType.FIELD,
         }
 
-    def embedder(self, http: httpx.AsyncClient) -> OpenAICompatible:
+    def embedder(self, http: httpx.AsyncClient, *, timeout_s: float = 30.0) -> OpenAICompatible:
         """A client of this server, as the bot's own."""
         return OpenAICompatible(
             http,
@@ -73,6 +73,7 @@ class LocalEmbeddings:
             model=MODEL,
             dimensions=DIMENSIONS,
             input_type=InputType.FIELD,
+            timeout_s=timeout_s,
         )
 
     def start(self) -> str:

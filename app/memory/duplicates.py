@@ -219,6 +219,22 @@ def _swapped(old: str, new: str) -> bool:
     return all(changed) and head + tail >= SAME_SHAPE * max(len(a), len(b))
 
 
+# A memory near a new text in meaning is put to the decision model only when their words
+# also agree this much (weighted by rarity among the person's memories), or when it is the
+# nearest by far (standard deviations above the person's memories at large): chosen on the
+# tuning half of bench/recall.py; a memory merely near in topic shares neither.
+MIN_OVERLAP = 0.3
+MIN_STANDING = 3.0
+
+
+def may_repeat(old: str, new: str, *, overlap: float, standing: float, nearest: bool) -> bool:
+    """Whether ``new`` may repeat ``old`` in other words (the decision model has the last
+    word): no telling difference, and words or meaning that point to the same fact."""
+    if telling_difference(old, new) is not None:
+        return False
+    return overlap >= MIN_OVERLAP or (nearest and standing >= MIN_STANDING)
+
+
 def telling_difference(old: str, new: str) -> Difference | None:
     """Why ``new`` cannot be a repeat of ``old`` (which it may resemble in meaning), or None.
     ``new`` may add to ``old`` (a detail, a name), never drop or change what ``old`` says."""

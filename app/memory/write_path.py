@@ -29,7 +29,7 @@ from app.kit.clock import utcnow
 from app.kit.spend import paid_by
 from app.kit.vectors import Embedding
 from app.memory import store
-from app.memory.duplicates import telling_difference
+from app.memory.duplicates import may_repeat
 from app.memory.prompts import (
     VerdictLine,
     add_prompt,
@@ -274,22 +274,36 @@ async def _repeat_check(services: Services, exchange: Exchange, plan: Plan, why:
     read = replace(why, reason="repeat check")
     async with unit_of_work(services.sessions) as session:
         near = await store.near_repeats(
-            session, exchange.speaker_id, read, vector, place=exchange.place
+            session, exchange.speaker_id, read, plan.add, vector, place=exchange.place
         )
-    candidates = [(r, s) for r, s in near if telling_difference(r.content, plan.add) is None]
+    candidates = [n for i, n in enumerate(near) if _may_repeat(n, plan.add, nearest=i == 0)]
     answers = await asyncio.gather(
         *(
             services.decider.boolean(
-                Question.SAME_MEMORY, same_memory_prompt(exchange, record.content, plan.add)
+                Question.SAME_MEMORY, same_memory_prompt(exchange, n.record.content, plan.add)
             )
-            for record, _ in candidates
+            for n in candidates
         )
     )
-    for (record, similarity), same in zip(candidates, answers, strict=True):
+    for near_one, same in zip(candidates, answers, strict=True):
         if same is True:
-            reason = f"same_memory: repeats memory {record.id} in other words ({similarity:.2f})"
+            record = near_one.record
+            reason = (
+                f"same_memory: repeats memory {record.id} in other words "
+                f"({near_one.similarity:.2f})"
+            )
             return replace(plan, repeats=record, add_reason=reason)
     return plan
+
+
+def _may_repeat(near: store.Near, text: str, *, nearest: bool) -> bool:
+    return may_repeat(
+        near.record.content,
+        text,
+        overlap=near.overlap,
+        standing=near.standing,
+        nearest=nearest,
+    )
 
 
 def _sources(exchange: Exchange) -> list[SourceMessage]:

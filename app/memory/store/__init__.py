@@ -50,6 +50,7 @@ from app.memory.store.ledger import (
 )
 from app.memory.store.reads import (
     PAGE,
+    Near,
     by_ids,
     change_pages,
     count,
@@ -96,6 +97,7 @@ __all__ = [
     "RECENT_LIMIT",
     "SEARCH_LIMIT",
     "ImportView",
+    "Near",
     "Written",
     "add",
     "add_distinct",

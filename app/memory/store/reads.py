@@ -5,6 +5,7 @@ listings."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.channel.exchange import Place
 from app.kit.relevance import Fusion, Query, Ranking
 from app.kit.sql import any_array
+from app.kit.tokens import token_set
 from app.kit.vectors import Embedding
+from app.memory.duplicates import weighted_overlap
 from app.memory.records import (
     LedgerRow,
     MemoryRecord,
@@ -52,6 +55,7 @@ from app.memory.store.rows import (
     _record,
     _visible_in,
     _visible_sql,
+    _word_weights,
     lock_owners,
 )
 from app.models.memory import (
@@ -178,50 +182,60 @@ spread AS (
            count(*) AS n
     FROM compared
 )
-SELECT c.id, c.similarity FROM compared c, spread s
-WHERE s.n < :few OR c.similarity >= s.mean + :min_z * s.sd
+SELECT c.id, c.similarity,
+       CASE WHEN s.n >= :few AND s.sd > 0 THEN (c.similarity - s.mean) / s.sd ELSE 0 END
+FROM compared c, spread s
 ORDER BY c.similarity DESC, c.id DESC LIMIT :limit
 """
-# A possible repeat is among the few nearest, and clearly nearer than the person's memories
-# at large (in standard deviations: models differ in how alike unrelated texts are); among
-# fewer than FEW memories any of the nearest may be one.
-NEAR_Z = 2.0
+# Standings (how far above the person's memories at large a candidate is, in standard
+# deviations) mean nothing among fewer memories than this: there, only words count.
 FEW = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A memory near a new text: its similarity, its standing among the person's memories
+    (standard deviations above their mean similarity; 0 among few) and the weighted overlap
+    of their words (app/memory/duplicates.py)."""
+
+    record: MemoryRecord
+    similarity: float
+    standing: float
+    overlap: float
 
 
 async def near_repeats(
     session: AsyncSession,
     user_id: int,
     why: Why,
+    text_of_new: str,
     vector: Embedding,
     *,
     place: Place | None,
     limit: int = 3,
-) -> list[tuple[MemoryRecord, float]]:
-    """The person's memories visible in ``place`` nearest in meaning to a new text's
-    ``vector``, with their similarity, nearest first, at most ``limit``: candidates a new
-    memory may repeat. One logged read (their texts go to the decision model)."""
+) -> list[Near]:
+    """The person's memories visible in ``place`` nearest in meaning to a new text (its
+    ``vector``), nearest first, at most ``limit``: the memories it may repeat. One logged
+    read (their texts may go to the decision model)."""
     await lock_owners(session, [user_id])
     statement = text(_NEAR.format(visible=_visible_sql(session, place)))
-    found = await session.execute(
-        statement,
-        {
-            "vector": vector.sql(),
-            "space": vector.space,
-            "user_id": user_id,
-            "sample": FUSION.sample,
-            "few": FEW,
-            "min_z": NEAR_Z,
-            "limit": limit,
-        },
+    parameters = {"vector": vector.sql(), "space": vector.space, "user_id": user_id}
+    parameters |= {"sample": FUSION.sample, "few": FEW, "limit": limit}
+    found = {
+        i: (float(sim), float(z))
+        for i, sim, z in (await session.execute(statement, parameters)).tuples()
+    }
+    rows = await session.scalars(_fresh(Memory.id.in_(list(found))))
+    records = sorted((_record(row) for row in rows), key=lambda r: -found[r.id][0])
+    weight = await _word_weights(
+        session, user_id, place, [text_of_new, *(r.content for r in records)]
     )
-    similarity = dict(found.tuples().all())
-    rows = await session.scalars(_fresh(Memory.id.in_(list(similarity))))
-    records = sorted(
-        ((_record(row), float(similarity[row.id])) for row in rows), key=lambda r: -r[1]
-    )
-    await _log_read(session, why, user_id, [record for record, _ in records])
-    return records
+    new = token_set(text_of_new)
+    near = [
+        Near(r, *found[r.id], weighted_overlap(new, token_set(r.content), weight)) for r in records
+    ]
+    await _log_read(session, why, user_id, records)
+    return near
 
 
 async def count(session: AsyncSession, user_id: int, *, place: Place | None = None) -> int:

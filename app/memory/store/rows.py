@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter as Tally
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -225,8 +225,16 @@ async def _duplicate_of(
     candidates = [(r.id, r.content) for r in near if r.id != exclude][:DUPLICATE_CANDIDATES]
     if not candidates:
         return None
-    words = {*query.terms, *(t for _, text in candidates for t in tokenize(text))}
-    weight = await term_weights(
+    weight = await _word_weights(session, user_id, place, [content, *(t for _, t in candidates)])
+    return find_duplicate(content, candidates, weight)
+
+
+async def _word_weights(
+    session: AsyncSession, user_id: int, place: Place | None, texts: Sequence[str]
+) -> Callable[[str], float]:
+    """Each word of ``texts`` weighted by how rare it is among the person's memories."""
+    words = {t for content in texts for t in tokenize(content)}
+    return await term_weights(
         session,
         MEMORIES,
         where=_visible_sql(session, place),
@@ -234,7 +242,6 @@ async def _duplicate_of(
         terms=words,
         ranking=RANKING,
     )
-    return find_duplicate(content, candidates, weight)
 
 
 def _fresh(*where: Any) -> Any:
