@@ -533,13 +533,26 @@ async def recall(
     if Step.REPLY_TEXT in context.done:
         return None
     vector = await meaning.vector() if meaning is not None else None
-    earlier = await older_conversation(services, message, context, vector)
+    earlier, memory = await asyncio.gather(
+        older_conversation(services, message, context, vector),
+        memory_part(services, message, context, attempt, vector),
+    )
+    return Recalled(memory, earlier)
+
+
+async def memory_part(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    attempt: Attempt,
+    vector: Embedding | None,
+) -> PromptMemory:
     speaker = message.author.id
     # The memory block names people as the conversation's lines label them.
     labels = conversation_labels(context.conversation, (), _said(message).author)
     names = {person: labels[person] for person in (speaker, *context.participant_ids)}
     async with writing(services, attempt, speaker, context.participant_ids) as (session, gone):
-        memory = await prompt_memory(
+        return await prompt_memory(
             session,
             services.settings,
             channel_id=message.channel_id,
@@ -552,7 +565,6 @@ async def recall(
             query=context.query,
             meaning=vector,
         )
-    return Recalled(memory, earlier)
 
 
 async def respond(
