@@ -65,7 +65,7 @@ MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with t
 # By meaning too (EMBEDDINGS_BASE_URL set): chosen on bench/recall.py's tuning half (`--tune`).
 # Short facts: every one of the newest 2000 is compared; the floor keeps `!memory search` to
 # memories clearly nearer the words than the rest.
-FUSION = Fusion(k=5.0, words=1.0, meaning=1.0, sample=2000, candidates=50)
+FUSION = Fusion(k=20.0, words=0.5, meaning=2.0, sample=2000, candidates=50)
 MATCHING = replace(FUSION, min_meaning=2.0)
 
 
