@@ -50,6 +50,7 @@ from app.kit.relevance import (
     Ranking,
     SearchTable,
     idf,
+    meaning_parameters,
     ranked_parameters,
     ranked_statement,
 )
@@ -672,17 +673,23 @@ async def explain(
             "ix_messages_search",
         ),
     )
+    fusions = {store.MEMORIES: store.FUSION, channel_log.MESSAGES: channel_log.FUSION}
     for table, where, bind, scope, ranking, index in plans:
-        statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + ranked_statement(table, where).text)
-        times, used = [], False
-        for query, _ in queries(rng, count):
-            parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
-            async with sessions() as session:
-                plan = (await session.execute(statement, parameters)).scalar_one()
-            plan = json.loads(plan) if isinstance(plan, str) else plan
-            times.append(float(plan[0]["Execution Time"]) / 1000)
-            used = used or index in json.dumps(plan)
-        print(Summary(times).line(f"   {table.table} ranked statement in Postgres", 50))
+        for hybrid in (False, True):
+            ranked_sql = ranked_statement(table, where, hybrid=hybrid).text
+            statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + ranked_sql)
+            times, used = [], False
+            for query, vector in queries(rng, count):
+                parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
+                if hybrid:
+                    parameters |= meaning_parameters(vector, fusions[table])
+                async with sessions() as session:
+                    plan = (await session.execute(statement, parameters)).scalar_one()
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                times.append(float(plan[0]["Execution Time"]) / 1000)
+                used = used or index in json.dumps(plan)
+            way = MEANING if hybrid else WORDS
+            print(Summary(times).line(f"   {table.table} ranked statement, {way}", 50))
         print(f"     {index} serves its probes: {'yes' if used else 'no probe was needed'}")
 
 
