@@ -282,7 +282,8 @@ def test_a_thread_under_general_and_a_japanese_statement_remembered(
     recalled = page.locator("#messages li.msg.bot", has_text="覚えていること")
     for attempt in range(4):  # the memory job runs after the reply
         send(page, "私のこと覚えてる？")
-        expect(page.locator("#messages li.msg.bot")).to_have_count(2 + attempt)
+        # A reply waits for the local embedding model too (the query, the demo's recall).
+        expect(page.locator("#messages li.msg.bot")).to_have_count(2 + attempt, timeout=20_000)
         if recalled.count():
             break
     expect(recalled.last).to_contain_text("Aliceは京都に住んでいます。")
