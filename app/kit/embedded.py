@@ -18,7 +18,7 @@ from app.kit.vectors import Embedding
 @dataclass(frozen=True, slots=True)
 class EmbeddedTable:
     """A table with `embedding` and `embedding_space`. ``live`` is the SQL condition of rows
-    whose text may be embedded (migration 0015's partial indexes cover it); ``guard`` the same
+    whose text may be embedded (migration 0017's partial indexes cover it); ``guard`` the same
     without the text itself, checked again when the vectors are written."""
 
     table: str
