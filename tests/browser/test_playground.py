@@ -280,11 +280,11 @@ def test_a_thread_under_general_and_a_japanese_statement_remembered(
     reply = page.locator("#messages li.msg.bot").last
     expect(reply).to_contain_text("覚えておくね：Aliceは京都に住んでいます。")
     recalled = page.locator("#messages li.msg.bot", has_text="覚えていること")
-    for attempt in range(4):  # the memory job runs after the reply
+    for attempt in range(4):  # the memory job runs after the reply (and embeds what it writes)
         send(page, "私のこと覚えてる？")
         # A reply waits for the local embedding model too (the query, the demo's recall).
         expect(page.locator("#messages li.msg.bot")).to_have_count(2 + attempt, timeout=20_000)
-        if recalled.count():
+        if recalled.filter(has_text="Aliceは京都に住んでいます。").count():
             break
     expect(recalled.last).to_contain_text("Aliceは京都に住んでいます。")
 
