@@ -36,9 +36,11 @@ def _run(connection: Connection) -> None:
 
 async def _run_async() -> None:
     engine = create_async_engine(_url(), connect_args=connect_args(transaction_pooling_from_env()))
-    async with engine.connect() as connection:
-        await connection.run_sync(_run)
-    await engine.dispose()
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_run)
+    finally:  # a failed migration must not leave its connection open
+        await engine.dispose()
 
 
 if context.is_offline_mode():

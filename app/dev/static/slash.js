@@ -105,6 +105,9 @@
 
   // --- interactions: made by the fake Discord, posted to /webhook like the relay --------
 
+  // ``focused``: the option being autocompleted; its interaction id is known before the
+  // interaction is dispatched, since the bot's choices may come back on the live feed before
+  // the dispatch's own response does.
   async function interaction(values, focused = null) {
     const me = page.state.me;
     const channel = page.state.channel;
@@ -118,6 +121,7 @@
     });
     const body = await response.json();
     if (!response.ok) throw new Error(body.detail || `the playground answered ${response.status}`);
+    if (focused) slash.asked.set(body.d.id, focused);
     await page.dispatch("INTERACTION_CREATE", body.d);
     return body.d;
   }
@@ -126,8 +130,7 @@
   function suggest(name, typed) {
     clearTimeout(pending);
     pending = setTimeout(() => page.run(async () => {
-      const d = await interaction({ ...slash.values, [name]: typed }, name);
-      slash.asked.set(d.id, name);
+      await interaction({ ...slash.values, [name]: typed }, name);
     }), 200);
   }
 
