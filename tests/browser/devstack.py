@@ -24,7 +24,7 @@ import httpx
 from app.dev.playground import SESSION_COOKIE, TOKEN_HEADER
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0  # first start under a loaded CI: migrations, the embedding model
 STOP_TIMEOUT_S = 40.0
 
 

@@ -34,6 +34,9 @@ FLAGS = [
     "--disable-sync",
 ]
 WAIT_MS = 20_000
+# Assertions wait for the page as long as actions do: a reply or a memory job on a loaded
+# machine (four test workers, the local embedding model) takes longer than Playwright's 5 s.
+expect.set_options(timeout=WAIT_MS)
 
 pytestmark = [
     pytest.mark.timeout(180),

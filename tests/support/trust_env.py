@@ -95,7 +95,9 @@ class World:
         return self.stack.discord.texts_in(channel)
 
     async def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.stack.api, headers=ADMIN) as api:
+        # An export of a person's whole history is megabytes: httpx's 5 s default is shorter
+        # than it takes on a loaded two-core machine.
+        async with httpx.AsyncClient(base_url=self.stack.api, headers=ADMIN, timeout=30) as api:
             return await api.request(method, path, **kwargs)
 
 
