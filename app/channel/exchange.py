@@ -51,19 +51,25 @@ class Exchange:
     speaker_name: str
     lines: tuple[Line, ...]
     place: Place | None = None
+    trigger_id: int | None = None  # the message the exchange was answered for, if one was
 
-    @property
-    def speaker_messages(self) -> list[tuple[int, int]]:
-        """(message id, channel id) of the speaker's own logged lines: what a memory written
-        from this exchange was learned from."""
-        return [
-            (line.message_id, line.channel_id)
-            for line in self.lines
+    def learned_from(self, numbers: Iterable[int]) -> list[tuple[int, int]]:
+        """(message id, channel id) of the lines numbered ``numbers`` (1 is the oldest) that
+        are the speaker's own logged messages, the ones a note's writer said it used; when
+        none is, the message that triggered the exchange (else the speaker's newest)."""
+        own = {
+            number: (line.message_id, line.channel_id)
+            for number, line in enumerate(self.lines, start=1)
             if line.author_id == self.speaker_id
             and not line.is_bot
             and line.message_id is not None
             and line.channel_id is not None
-        ]
+        }
+        named = [own[n] for n in dict.fromkeys(numbers) if n in own]
+        if named:
+            return named
+        triggered = [message for message in own.values() if message[0] == self.trigger_id]
+        return triggered or list(own.values())[-1:]
 
     @property
     def usable(self) -> bool:
@@ -74,7 +80,9 @@ class Exchange:
         )
 
 
-def build_exchange(lines: Iterable[Line], *, speaker_id: int, place: Place | None) -> Exchange:
+def build_exchange(
+    lines: Iterable[Line], *, speaker_id: int, place: Place | None, trigger_id: int | None = None
+) -> Exchange:
     """The newest six lines, oldest first, about ``speaker_id``; the speaker's name is the
     one on their newest line."""
     kept = tuple(lines)[-EXCHANGE_SIZE:]
@@ -84,6 +92,7 @@ def build_exchange(lines: Iterable[Line], *, speaker_id: int, place: Place | Non
         speaker_name=names[-1] if names else str(speaker_id),
         lines=kept,
         place=place,
+        trigger_id=trigger_id,
     )
 
 

@@ -155,13 +155,21 @@ def _sentence(name: str, body: str) -> str:
 def statement(name: str, text: str) -> Statement | None:
     """The first first-person statement in ``text``, about ``name``; None for a question,
     small talk or anything about someone else."""
+    found = statements(name, text)
+    return found[0] if found else None
+
+
+def statements(name: str, text: str) -> list[Statement]:
+    """Every first-person statement in ``text``, about ``name``, in order ("I love green tea
+    and my cat is called Miso" holds two)."""
     pattern = r"(?<=[.!;?。！？])\s*|\s+(?:and|but)\s+(?=i\b|i'm\b|my\b)"
-    for part in re.split(pattern, clean(text)):
+    found = []
+    for part in re.split(pattern, clean(text), flags=re.IGNORECASE):
         part = part.strip().rstrip("。！!")
-        found = _japanese(name, part) if is_japanese(part) else _statement(name, part)
-        if found is not None:
-            return found
-    return None
+        said = _japanese(name, part) if is_japanese(part) else _statement(name, part)
+        if said is not None:
+            found.append(said)
+    return found
 
 
 def is_japanese(text: str) -> bool:
@@ -237,12 +245,20 @@ def _statement(name: str, text: str) -> Statement | None:
 
 def speaker_statement(prompt: str) -> Statement | None:
     """The newest statement among the lines marked ``"speaker": true`` (the write path's)."""
+    _, found = speaker_statements(prompt)
+    return found[-1] if found else None
+
+
+def speaker_statements(prompt: str) -> tuple[int | None, list[Statement]]:
+    """The statements of the newest line marked ``"speaker": true`` that holds any, and that
+    line's number in the prompt (its ``"line"``, when the prompt numbers them)."""
     for said in reversed(read_lines(prompt)):
         if said.get("speaker") is True and isinstance(said.get("text"), str):
-            found = statement(_name(said), said["text"])
-            if found is not None:
-                return found
-    return None
+            found = statements(_name(said), said["text"])
+            if found:
+                number = said.get("line")
+                return (number if isinstance(number, int) else None), found
+    return None, []
 
 
 def _name(said: dict[str, Any]) -> str:
@@ -311,10 +327,16 @@ def worth_keeping(prompt: str) -> float:
 
 
 def memory_verdict(prompt: str) -> str:
-    """Keep, unless the statement contradicts the note: a negation of its topic deletes
+    """Keep, unless a statement contradicts the note: a negation of its topic deletes
     it, a new value for a single-valued fact (where someone lives, a pet's name) updates it."""
-    said, note = speaker_statement(prompt), _stored_note(prompt)
-    if said is None or note is None or _same(said.fact, note):
+    _, said = speaker_statements(prompt)
+    note = _stored_note(prompt)
+    verdicts = {_verdict(one, note) for one in said} if note is not None else set()
+    return DELETE if DELETE in verdicts else UPDATE if UPDATE in verdicts else KEEP
+
+
+def _verdict(said: Statement, note: str) -> str:
+    if _same(said.fact, note):
         return KEEP
     if said.negative and _about(said.topic, note):
         return DELETE
@@ -324,14 +346,21 @@ def memory_verdict(prompt: str) -> str:
 
 
 def add_memory(prompt: str) -> float:
-    """Add unless a note already says it, or a verdict just carried it (update/delete)."""
-    said = speaker_statement(prompt)
-    if said is None:
-        return NO
+    """Add when a statement is left that no note already says and no verdict just carried
+    (an update or a delete of the note it is about)."""
+    _, said = speaker_statements(prompt)
     notes = _listed_notes(prompt)
-    if any(verdict in (UPDATE, DELETE) for verdict, _ in notes):
-        return NO
-    return NO if any(_same(said.fact, note) for _, note in notes) else YES
+    left = [one for one in said if not any(_covers(one, v, note) for v, note in notes)]
+    return YES if left else NO
+
+
+def _covers(said: Statement, verdict: str, note: str) -> bool:
+    if _same(said.fact, note):
+        return True
+    carried = (said.negative and _about(said.topic, note)) or (
+        said.slot is not None and _fills(said.slot, note)
+    )
+    return verdict in (UPDATE, DELETE) and carried
 
 
 def same_memory(prompt: str) -> bool:
@@ -416,11 +445,32 @@ def _text(content: Any) -> str:
 
 
 def memory_note(system: Sequence[str], request: str) -> str:
-    """The memory writer: ``{"subject": "speaker", "fact": "<Name> …"}`` in their words."""
-    said = speaker_statement(request)
-    if said is None:
+    """The memory writer: ``{"subject": "speaker", "fact": "<Name> …", "lines": [n]}`` in
+    their words, naming the line it came from; for a new note, one per statement (an array
+    when there are several), for a rewrite the statement that changes the note."""
+    number, said = speaker_statements(request)
+    if not said:
         return json.dumps({"subject": "none", "fact": ""})
-    return json.dumps({"subject": "speaker", "fact": said.fact}, ensure_ascii=False)
+    lines = [number] if number is not None else []
+    notes = [{"subject": "speaker", "fact": one.fact, "lines": lines} for one in said]
+    rewriting = _rewritten_note(request)
+    if rewriting is not None:
+        changes = [
+            note for note, one in zip(notes, said, strict=True) if _verdict(one, rewriting) != KEEP
+        ]
+        return json.dumps((changes or notes)[0], ensure_ascii=False)
+    return json.dumps(notes[0] if len(notes) == 1 else notes, ensure_ascii=False)
+
+
+def _rewritten_note(request: str) -> str | None:
+    _, found, note = request.rpartition("so it reflects the conversation: ")
+    if not found:
+        return None
+    try:
+        text = json.loads(note.strip())
+    except ValueError:
+        return None
+    return text if isinstance(text, str) else None
 
 
 def reply(
@@ -519,9 +569,9 @@ def _answer(voice: Voice, name: str, said: str, notes: list[str]) -> str:
         return (voice.remembers if notes else voice.nothing_yet).format(
             name=name, notes=" ".join(notes)
         )
-    found = statement(name, said)
-    if found is not None:
-        return voice.thanks.format(name=name, fact=found.fact)
+    found = statements(name, said)
+    if found:
+        return voice.thanks.format(name=name, fact=" ".join(one.fact for one in found))
     if voice.greeting.match(said):
         return voice.hello.format(name=name)
     if notes:

@@ -50,6 +50,7 @@ async def _extract(services: Services, reply: PostedReply) -> WriteOutcome:
             [line_of(m) for m in messages],
             speaker_id=reply.speaker_id,
             place=Place(messages[-1].guild_id) if messages else None,
+            trigger_id=reply.trigger_message_id,
         )
         outcome = await run_write_path(
             services, exchange, actor=Actor.EXTRACTION, trigger=f"reply:{reply.trigger_message_id}"

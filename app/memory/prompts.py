@@ -32,22 +32,25 @@ def speaker_label(exchange: Exchange) -> str:
     return _labels(exchange)[exchange.speaker_id]
 
 
-def render_marked(exchange: Exchange) -> str:
-    """The exchange, oldest first, one attributed line per message, the speaker's marked."""
+def render_marked(exchange: Exchange, *, numbered: bool = False) -> str:
+    """The exchange, oldest first, one attributed line per message, the speaker's marked;
+    ``numbered`` gives each line its number in the exchange (1 is the oldest) as "line"."""
     labels = _labels(exchange)
     lines = []
-    for line in exchange.lines:
+    for number, line in enumerate(exchange.lines, start=1):
+        position = {"line": number} if numbered else {}
         mark = {"speaker": True} if line.author_id == exchange.speaker_id else {}
         attached = {"attached": list(line.attachments)} if line.attachments else {}
-        lines.append(labels.line(line.author_id, line.content, **mark, **attached))
+        lines.append(labels.line(line.author_id, line.content, **position, **mark, **attached))
     return "\n".join(lines)
 
 
-def _conversation(exchange: Exchange) -> str:
+def _conversation(exchange: Exchange, *, numbered: bool = False) -> str:
+    numbers = ' "line" is the message\'s number in the conversation.' if numbered else ""
     return (
-        f'Conversation. {FORMAT} Lines marked "speaker": true are the speaker\'s; lines marked '
-        '"bot": true are the bot\'s own words and are never a source of facts about anyone.'
-        f"\n{render_marked(exchange)}"
+        f'Conversation. {FORMAT}{numbers} Lines marked "speaker": true are the speaker\'s; '
+        'lines marked "bot": true are the bot\'s own words and are never a source of facts '
+        f"about anyone.\n{render_marked(exchange, numbered=numbered)}"
     )
 
 
@@ -121,7 +124,8 @@ def writer_system(exchange: Exchange) -> str:
         f"- One sentence, at most {MAX_FACT_CHARS} characters, in the language of the "
         f'conversation, starting with "{name}".\n'
         "Answer with JSON only, no prose: "
-        '{"subject": "speaker", "fact": "<the note>"}. '
+        '{"subject": "speaker", "fact": "<the note>", "lines": [<the "line" numbers of '
+        f"{label}'s messages the fact comes from>]}}. "
         f"If the only fact is about someone other than {label}, answer "
         '{"subject": "other", "fact": "<that fact>"}. '
         f"If the conversation holds no fact about {label}, answer "
@@ -132,20 +136,23 @@ def writer_system(exchange: Exchange) -> str:
 def writer_request(exchange: Exchange, rewriting: str | None) -> str:
     """The one user turn the writer sees: the exchange, and the record when rewriting it."""
     task = (
-        "Write a new note about the speaker."
+        "Write a new note about the speaker. When they stated several separate facts, answer "
+        "with a JSON array holding one such object per fact."
         if rewriting is None
         else "Rewrite this note about the speaker so it reflects the conversation: "
         f"{json.dumps(rewriting, ensure_ascii=False)}"
     )
-    return f"{_conversation(exchange)}\n\n{task}"
+    return f"{_conversation(exchange, numbered=True)}\n\n{task}"
 
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """The writer's answer: ``subject`` is one of SUBJECTS or ``invalid``."""
+    """One of the writer's notes: ``subject`` is one of SUBJECTS or ``invalid``; ``lines``
+    the exchange's line numbers it says the fact came from (not yet checked)."""
 
     subject: str
     fact: str
+    lines: tuple[int, ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -153,7 +160,7 @@ class Written:
 
 
 def parse_written(text: str) -> Written:
-    """Read the writer's JSON; anything else is ``invalid`` and will be discarded."""
+    """Read the writer's one JSON note; anything else is ``invalid`` and will be discarded."""
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return Written("invalid", text.strip())
@@ -161,12 +168,32 @@ def parse_written(text: str) -> Written:
         data = json.loads(text[start : end + 1])
     except ValueError:
         return Written("invalid", text.strip())
+    return _note(data, text)
+
+
+def parse_notes(text: str) -> list[Written]:
+    """The writer's notes for an add: one object, or an array of them (several facts)."""
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end <= start or -1 < text.find("{") < start:
+        return [parse_written(text)]
+    try:
+        data = json.loads(text[start : end + 1])
+    except ValueError:
+        return [Written("invalid", text.strip())]
+    if not isinstance(data, list) or not data:
+        return [Written("invalid", text.strip())]
+    return [_note(item, text) for item in data]
+
+
+def _note(data: object, text: str) -> Written:
     if not isinstance(data, dict):
         return Written("invalid", text.strip())
-    subject, fact = data.get("subject"), data.get("fact")
+    subject, fact, lines = data.get("subject"), data.get("fact"), data.get("lines", [])
     if subject not in SUBJECTS or not isinstance(fact, str):
         return Written("invalid", text.strip())
     fact = _one_line(fact)
     if len(fact) > MAX_FACT_CHARS:
         return Written("invalid", fact)
-    return Written(subject, fact)
+    named = lines if isinstance(lines, list) else [lines]
+    numbers = tuple(n for n in named if isinstance(n, int) and not isinstance(n, bool))
+    return Written(subject, fact, numbers)

@@ -32,7 +32,9 @@ from app.memory import store
 from app.memory.duplicates import may_repeat
 from app.memory.prompts import (
     VerdictLine,
+    Written,
     add_prompt,
+    parse_notes,
     parse_written,
     same_memory_prompt,
     verdict_prompt,
@@ -70,13 +72,29 @@ class WriteOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """A text the writer wrote, and the exchange's line numbers it said the fact came from."""
+
+    text: str
+    lines: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """A new note, the ledger reason for adding it, and the memory it repeats in other words
+    (the add then updates that memory instead)."""
+
+    note: Note
+    reason: str
+    repeats: MemoryRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     deletes: list[MemoryRecord]
-    updates: list[tuple[MemoryRecord, str]]
-    add: str | None
-    add_reason: str
+    updates: list[tuple[MemoryRecord, Note]]
+    adds: list[Add]
     vectors: dict[str, Embedding] = field(default_factory=dict)  # the written texts'
-    repeats: MemoryRecord | None = None  # the memory the add repeats in other words
 
 
 async def run_write_path(
@@ -200,23 +218,32 @@ async def _write_texts(
     add_reason: str | None,
     outcome: WriteOutcome,
 ) -> Plan:
-    """Step 6: one writer call per update and for the add, concurrently."""
+    """Step 6: one writer call per update and for the adds, concurrently. The add's call may
+    give several notes (one per fact stated); one that a kept or rewritten memory already
+    says word for word is dropped."""
     to_update = [r for r, v in zip(records, verdicts, strict=True) if v == "update"]
     jobs = [_write(services, exchange, r.content) for r in to_update]
     if add_reason is not None:
         jobs.append(_write(services, exchange, None))
-    texts = await asyncio.gather(*jobs)
-    for text in texts:
-        if isinstance(text, _Discarded):
-            outcome.discarded.append(text.text)
+    answers = await asyncio.gather(*jobs)
+    for answer in answers:
+        outcome.discarded.extend(n.text for n in answer if isinstance(n, _Discarded))
+    written = [[n for n in answer if isinstance(n, Note)] for answer in answers]
     updates = [
-        (r, t)
-        for r, t in zip(to_update, texts, strict=False)
-        if isinstance(t, str) and t != r.content
+        (r, notes[0])
+        for r, notes in zip(to_update, written, strict=False)
+        if notes and notes[0].text != r.content
     ]
-    add = texts[-1] if add_reason is not None and isinstance(texts[-1], str) else None
+    kept = {_plain(r.content) for r, v in zip(records, verdicts, strict=True) if v != "delete"}
+    kept |= {_plain(n.text) for _, n in updates}
+    new = {n.text: n for n in written[-1]} if add_reason is not None else {}
+    adds = [Add(n, add_reason or "") for n in new.values() if _plain(n.text) not in kept]
     deletes = [r for r, v in zip(records, verdicts, strict=True) if v == "delete"]
-    return Plan(deletes, updates, add, add_reason or "")
+    return Plan(deletes, updates, adds)
+
+
+def _plain(text: str) -> str:
+    return text.strip().rstrip(".。").casefold()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +253,9 @@ class _Discarded:
 
 async def _write(
     services: Services, exchange: Exchange, rewriting: str | None
-) -> str | _Discarded | None:
-    """The writer sees the exchange and at most the one record it rewrites, nothing else."""
+) -> list[Note | _Discarded]:
+    """The writer sees the exchange and at most the one record it rewrites, nothing else: a
+    rewrite gives one note, an add one per fact (none when the call fails)."""
     try:
         raw = await services.chat.write(
             Purpose.MEMORY_TEXT,
@@ -237,10 +265,14 @@ async def _write(
         )
     except ChatFailed:
         logger.warning("memory writer failed", extra={"speaker_id": exchange.speaker_id})
-        return None
-    written = parse_written(raw)
+        return []
+    notes = [parse_written(raw)] if rewriting is not None else parse_notes(raw)
+    return [kept for written in notes if (kept := _kept(exchange, written)) is not None]
+
+
+def _kept(exchange: Exchange, written: Written) -> Note | _Discarded | None:
     if written.usable:
-        return written.fact
+        return Note(written.fact, written.lines)
     # Never stored on anyone's profile: a third-party fact, an empty answer or garbage.
     logger.info(
         "memory text discarded",
@@ -253,7 +285,8 @@ async def _embedded(services: Services, plan: Plan) -> Plan:
     """The texts to write, embedded in one request (stored with them); without the service,
     none (the back-fill gives them theirs later, and the repeat check goes by words)."""
     assert services.embedder is not None
-    texts = list(dict.fromkeys([t for _, t in plan.updates] + ([plan.add] if plan.add else [])))
+    written = [n.text for _, n in plan.updates] + [a.note.text for a in plan.adds]
+    texts = list(dict.fromkeys(written))
     if not texts:
         return plan
     try:
@@ -265,22 +298,31 @@ async def _embedded(services: Services, plan: Plan) -> Plan:
 
 
 async def _repeat_check(services: Services, exchange: Exchange, plan: Plan, why: Why) -> Plan:
-    """Step 6b: does the add repeat a memory in other words? Its nearest memories by meaning
-    that no telling difference sets apart are put to Jev, nearest first; the first yes is
-    the memory the add updates instead. Read (and logged) outside the person's lock."""
-    vector = plan.vectors.get(plan.add) if plan.add is not None else None
-    if plan.add is None or vector is None:
-        return plan
+    """Step 6b, for each add: does it repeat a memory in other words?"""
+    adds = [_repeat_of(services, exchange, add, plan.vectors, why) for add in plan.adds]
+    return replace(plan, adds=list(await asyncio.gather(*adds)))
+
+
+async def _repeat_of(
+    services: Services, exchange: Exchange, add: Add, vectors: dict[str, Embedding], why: Why
+) -> Add:
+    """The add's nearest memories by meaning that no telling difference sets apart are put
+    to Jev, nearest first; the first yes is the memory the add updates instead. Read (and
+    logged) outside the person's lock."""
+    text = add.note.text
+    vector = vectors.get(text)
+    if vector is None:
+        return add
     read = replace(why, reason="repeat check")
     async with unit_of_work(services.sessions) as session:
         near = await store.near_repeats(
-            session, exchange.speaker_id, read, plan.add, vector, place=exchange.place
+            session, exchange.speaker_id, read, text, vector, place=exchange.place
         )
-    candidates = [n for i, n in enumerate(near) if _may_repeat(n, plan.add, nearest=i == 0)]
+    candidates = [n for i, n in enumerate(near) if _may_repeat(n, text, nearest=i == 0)]
     answers = await asyncio.gather(
         *(
             services.decider.boolean(
-                Question.SAME_MEMORY, same_memory_prompt(exchange, n.record.content, plan.add)
+                Question.SAME_MEMORY, same_memory_prompt(exchange, n.record.content, text)
             )
             for n in candidates
         )
@@ -292,8 +334,8 @@ async def _repeat_check(services: Services, exchange: Exchange, plan: Plan, why:
                 f"same_memory: repeats memory {record.id} in other words "
                 f"({near_one.similarity:.2f})"
             )
-            return replace(plan, repeats=record, add_reason=reason)
-    return plan
+            return replace(add, repeats=record, reason=reason)
+    return add
 
 
 def _may_repeat(near: store.Near, text: str, *, nearest: bool) -> bool:
@@ -306,9 +348,11 @@ def _may_repeat(near: store.Near, text: str, *, nearest: bool) -> bool:
     )
 
 
-def _sources(exchange: Exchange) -> list[SourceMessage]:
+def _sources(exchange: Exchange, note: Note) -> list[SourceMessage]:
+    """The messages ``note`` was learned from: the speaker's lines its writer named, checked
+    against the exchange (none named: the triggering message)."""
     guild = exchange.place.guild_id if exchange.place is not None else None
-    return [SourceMessage(m, c, guild) for m, c in exchange.speaker_messages]
+    return [SourceMessage(m, c, guild) for m, c in exchange.learned_from(note.lines)]
 
 
 async def _apply(
@@ -326,9 +370,9 @@ async def _apply(
     A record that changed since it was read is skipped: the later change wins. With
     ``distinct`` (MEMORY_RECALL=relevant) no update or add may leave two memories saying
     the same: the near-duplicate check sends it to the memory that already says it."""
-    if not (plan.deletes or plan.updates or plan.add):
+    if not (plan.deletes or plan.updates or plan.adds):
         return outcome
-    speaker, place, sources = exchange.speaker_id, exchange.place, _sources(exchange)
+    speaker, place = exchange.speaker_id, exchange.place
     async with unit_of_work(sessions) as session:
         # The erasure guard first (the one lock order), then the person's memory lock.
         if await register.blocked(session, [speaker], since=read_at):
@@ -347,21 +391,27 @@ async def _apply(
             verdict = replace(why, reason="memory_verdict: delete")
             gone = await store.delete_one(session, record.id, verdict, expected=record)
             _settle(record, "delete", gone is not None, outcome.deleted, outcome)
-        applying = _Applying(session, place, sources, outcome, distinct, plan.vectors)
-        for record, text in plan.updates:
-            await _update(applying, record, text, replace(why, reason="memory_verdict: update"))
-        if plan.add is not None:
-            add_why = replace(why, reason=plan.add_reason)
-            if plan.repeats is None or not await _repeat(applying, plan.repeats, plan.add, add_why):
-                await _add(applying, speaker, plan.add, add_why)
+
+        def applying(note: Note) -> _Applying:
+            sources = _sources(exchange, note)
+            return _Applying(session, place, sources, outcome, distinct, plan.vectors)
+
+        for record, note in plan.updates:
+            update_why = replace(why, reason="memory_verdict: update")
+            await _update(applying(note), record, note.text, update_why)
+        for add in plan.adds:
+            to = applying(add.note)
+            add_why, text = replace(why, reason=add.reason), add.note.text
+            if add.repeats is None or not await _repeat(to, add.repeats, text, add_why):
+                await _add(to, speaker, text, add_why)
     return outcome
 
 
 @dataclass(frozen=True, slots=True)
 class _Applying:
-    """Where step 7's changes go: the locked transaction, the place the exchange happened,
-    its source messages, the outcome being filled in, and whether the near-duplicate check
-    applies (MEMORY_RECALL=relevant)."""
+    """Where one of step 7's changes goes: the locked transaction, the place the exchange
+    happened, the messages the note was learned from, the outcome being filled in, and
+    whether the near-duplicate check applies (MEMORY_RECALL=relevant)."""
 
     session: AsyncSession
     place: Place | None

@@ -82,7 +82,33 @@ def test_the_writer_answers_the_json_the_write_path_expects() -> None:
     text = brain.chat_text(
         [prompts.writer_system(exchanged)], [{"role": "user", "content": request}]
     )
-    assert json.loads(text) == {"subject": "speaker", "fact": "Alice loves green tea."}
+    assert json.loads(text) == {
+        "subject": "speaker",
+        "fact": "Alice loves green tea.",
+        "lines": [1],
+    }
+
+
+def test_every_statement_of_a_message_is_a_note_naming_its_line_and_the_reply_says_all() -> None:
+    said = "I love green tea and my cat is called Miso"
+    exchanged = exchange(said_by(BOB, "hello"), said_by(ALICE, said))
+    request = prompts.writer_request(exchanged, None)
+    notes = json.loads(brain.memory_note([prompts.writer_system(exchanged)], request))
+
+    assert [(n["fact"], n["lines"]) for n in notes] == [
+        ("Alice loves green tea.", [2]),
+        ("Alice's cat is called Miso.", [2]),
+    ]
+    reply = brain.reply([], [{"role": "user", "content": prompts.render_marked(exchanged)}])
+    assert "Alice loves green tea." in reply and "Alice's cat is called Miso." in reply
+
+
+def test_a_rewrite_is_the_statement_that_changes_the_note() -> None:
+    said = "I love matcha and I live in Osaka now"
+    request = prompts.writer_request(exchange(said_by(ALICE, said)), "Alice lives in Tokyo.")
+    note = json.loads(brain.memory_note([], request))
+
+    assert note["fact"] == "Alice lives in Osaka now."
 
 
 def verdict_prompt(said: str, note: str) -> str:

@@ -279,8 +279,8 @@ async def test_writer_is_told_which_lines_are_the_bots_and_only_about_the_speake
     [call] = env.model.requests
     request = writer_request_text(call)
     assert read_lines(request) == [
-        {"from": "Alice", "speaker": True, "text": "I'm going to Iceland in May"},
-        {"from": "companion", "bot": True, "text": "You love hiking!"},
+        {"from": "Alice", "line": 1, "speaker": True, "text": "I'm going to Iceland in May"},
+        {"from": "companion", "bot": True, "line": 2, "text": "You love hiking!"},
     ]
     system = call["system"][0]["text"]
     assert "never take a fact from them" in system
