@@ -128,7 +128,7 @@ async def user_memory_log(
 )
 async def one_memory(sessions: Sessions, memory_id: Snowflake) -> MemoryBody:
     async with unit_of_work(sessions) as session:
-        found = await store.provenance(session, memory_id, Why(ADMIN, "inspect"))
+        found = await store.provenance(session, memory_id, Why(ADMIN, "inspect memory"))
     if found is None:
         raise NotFound(f"no memory {memory_id}")
     return _memory(found.record, found.sources)

@@ -20,7 +20,7 @@ Rule = Callable[[dict[str, Any]], bool | float | str]
 # The demo's replies take a moment, as a real model's do, so the typing indicator shows.
 DEMO_REPLY_DELAY_S = 1.5
 
-# The decision model's whole vocabulary (CONTRACT.md), each answered by a brain rule.
+# The decision model's whole vocabulary (app/decision/vocabulary.py), each answered by a brain rule.
 RULES: dict[str, Rule] = {
     "worth_keeping": lambda body: brain.worth_keeping(body["prompt"]),
     "memory_verdict": lambda body: brain.memory_verdict(body["prompt"]),

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -83,15 +84,29 @@ class World:
 
 @dataclass
 class Feed:
-    """A bounded history of events and the open subscriptions to it."""
+    """A bounded history of events and the open subscriptions to it; with ``kept_in``, the
+    history (less the typing indicators) is also a file, so the chat outlives a restart."""
 
     history: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=FEED_SIZE))
     subscribers: set[asyncio.Queue[tuple[int, str] | None]] = field(default_factory=set)
+    kept_in: Path | None = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        if self.kept_in is None:
+            return
+        self.history.extend(_kept_history(self.kept_in))
+        # Rewritten at start: the file never holds more than the history it restores.
+        self.kept_in.write_text("".join(_kept_line(e) for e in self.history), encoding="utf-8")
+        self.kept_in.chmod(0o600)
+        self._ids = itertools.count(self.history[-1][0] + 1 if self.history else 1)
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
         entry = (next(self._ids), json.dumps({"kind": kind, "data": data}, ensure_ascii=False))
         self.history.append(entry)
+        if self.kept_in is not None and kind != "typing":
+            with self.kept_in.open("a", encoding="utf-8") as kept:
+                kept.write(_kept_line(entry))
         for queue in self.subscribers:
             queue.put_nowait(entry)
 
@@ -123,6 +138,24 @@ class Feed:
                     yield _event(live)
         finally:
             self.subscribers.discard(queue)
+
+
+def _kept_line(entry: tuple[int, str]) -> str:
+    return json.dumps({"id": entry[0], "event": entry[1]}, ensure_ascii=False) + "\n"
+
+
+def _kept_history(path: Path) -> list[tuple[int, str]]:
+    """The newest FEED_SIZE events kept in ``path``; a torn or foreign line is skipped."""
+    if not path.exists():
+        return []
+    kept: deque[tuple[int, str]] = deque(maxlen=FEED_SIZE)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+            kept.append((int(record["id"]), str(record["event"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return list(kept)
 
 
 def _event(entry: tuple[int, str]) -> str:

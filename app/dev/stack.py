@@ -43,6 +43,7 @@ from app.kit.logs import JsonFormatter
 HOST = "127.0.0.1"  # dev mode never listens beyond this machine
 READY_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 10.0
+PLAYGROUND_HISTORY = "playground-history.jsonl"  # the chat the page shows, kept across restarts
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_NOTE = (
     "No ANTHROPIC_API_KEY: replies and decisions come from the built-in demo brain "
@@ -99,7 +100,16 @@ def run(options: Options) -> int:
         _migrate(database_url, console)
         local_model = backing.start_embeddings(console)
         return asyncio.run(
-            _serve(port, secrets, database_url, redis_url, api_socket, started, local_model)
+            _serve(
+                port,
+                secrets,
+                database_url,
+                redis_url,
+                api_socket,
+                started,
+                local_model,
+                history=data_dir / PLAYGROUND_HISTORY,
+            )
         )
     except (EmbeddedUnavailable, LocalModelUnavailable) as exc:
         console.error(str(exc))
@@ -288,6 +298,7 @@ async def _serve(
     api_socket: socket.socket,
     started: float,
     local_model: LocalEmbeddings | None = None,
+    history: Path | None = None,
 ) -> int:
     console = Console()
     http: httpx.AsyncClient | None = None
@@ -327,7 +338,7 @@ async def _serve(
         discord_attachment_hosts=[f"{HOST}:{port}"],  # the fake CDN below, on this port
         **(local_model.settings() if local_model is not None else {}),
     )
-    feed = Feed()
+    feed = Feed(kept_in=history)
     discord = FakeDiscord(
         token=secrets.discord_bot_token, bot_user_id=world.bot_id, bot_username=world.bot_name
     )

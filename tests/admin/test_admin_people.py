@@ -77,7 +77,7 @@ async def test_the_ledger_is_paged_by_id_newest_first_and_reading_it_is_logged(
     ids = [row["id"] for row in first["rows"]] + [row["id"] for row in rest.json()["rows"]]
     assert ids == sorted(ids, reverse=True) and len(ids) == len(set(ids))
     assert {row["action"] for row in first["rows"] + rest.json()["rows"]} >= {"add", "read"}
-    assert len(await admin_reads(sessions)) == 2
+    assert len(await admin_reads(sessions)) == 1  # once per change of the profile, not per page
 
 
 async def test_the_ledger_can_leave_out_the_consoles_own_reads(
@@ -142,3 +142,20 @@ async def test_the_endpoints_are_in_the_openapi_document_with_the_bearer_scheme(
         assert operation["security"] == [{"AdminBearer": []}]
         ok = "202" if method == "post" else "200"
         assert ok in operation["responses"] and "401" in operation["responses"]
+
+
+async def test_a_refreshing_console_logs_its_read_once_per_change_of_the_profile(
+    world: World, sessions: SessionFactory
+) -> None:
+    await world.tell(ALICE, "I keep bees on the roof")
+    for _ in range(3):  # a console refreshing while nothing changes
+        await world.admin("GET", f"/users/{ALICE}/memories")
+        await world.admin("GET", f"/users/{ALICE}/memory-log", params={"hideAdminReads": "true"})
+    assert [r.reason for r in await admin_reads(sessions)] == ["inspect", "inspect ledger"]
+
+    await world.tell(ALICE, "I keep goats in the garden")  # a change: the next refresh is a read
+    for _ in range(2):
+        await world.admin("GET", f"/users/{ALICE}/memories")
+    reads = await admin_reads(sessions)
+    assert [r.reason for r in reads] == ["inspect", "inspect ledger", "inspect"]
+    assert len(reads[-1].after or []) == 2

@@ -82,9 +82,68 @@ function sizeText(size) {
   return `${(size / (1024 * 1024)).toFixed(1)} MB`;
 }
 
+function nameOf(id) {
+  return id === state.config.bot.id ? state.config.bot.name : person(id)?.name || "unknown-user";
+}
+
+// A message as plain text (previews): mentions shown as the names Discord shows.
 function readable(text) {
-  const bot = state.config.bot;
-  return text.replaceAll(`<@${bot.id}>`, `@${bot.name}`).replaceAll(`<@!${bot.id}>`, `@${bot.name}`);
+  return text.replace(/<@!?(\d+)>/g, (_, id) => "@" + nameOf(id)).replace(/<#(\d+)>/g, (_, id) => channelName(id));
+}
+
+// Discord's markdown, as nodes (never HTML): code, bold, italics, underline, strike, spoilers,
+// quotes, links, and <@id> / <#id> mentions shown by name.
+const INLINE = /`([^`\n]+)`|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s](?:[\s\S]*?[^*\s])?)\*|\b_([^_\s](?:[\s\S]*?[^_\s])?)_\b|~~([\s\S]+?)~~|\|\|([\s\S]+?)\|\||<@!?(\d+)>|<#(\d+)>|(https?:\/\/[^\s<]+[^\s<.,:;"')\]!?])/g;
+
+function inline(text) {
+  const nodes = [];
+  let last = 0;
+  for (const m of text.matchAll(INLINE)) {
+    if (m.index > last) nodes.push(text.slice(last, m.index));
+    nodes.push(inlineNode(m));
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  return nodes;
+}
+
+function inlineNode(m) {
+  if (m[1] !== undefined) return el("code", {}, m[1]);
+  if (m[2] !== undefined) return el("strong", {}, inline(m[2]));
+  if (m[3] !== undefined) return el("u", {}, inline(m[3]));
+  if (m[4] !== undefined || m[5] !== undefined) return el("em", {}, inline(m[4] ?? m[5]));
+  if (m[6] !== undefined) return el("s", {}, inline(m[6]));
+  if (m[7] !== undefined) {
+    const spoiler = el("span", { class: "spoiler", tabindex: 0, title: "spoiler: click to show" }, inline(m[7]));
+    spoiler.addEventListener("click", () => spoiler.classList.add("shown"));
+    return spoiler;
+  }
+  if (m[8] !== undefined) return el("span", { class: "mention", title: `<@${m[8]}>` }, "@" + nameOf(m[8]));
+  if (m[9] !== undefined) return el("span", { class: "mention" }, channelName(m[9]));
+  return el("a", { href: m[10], target: "_blank", rel: "noopener noreferrer" }, m[10]);
+}
+
+function rich(text) {
+  const nodes = [];
+  for (const part of text.split(/(```[\s\S]*?```)/)) {
+    if (part.length >= 6 && part.startsWith("```") && part.endsWith("```")) {
+      nodes.push(el("pre", { class: "codeblock" }, el("code", {}, part.slice(3, -3).replace(/^[\w+-]*\n/, ""))));
+      continue;
+    }
+    let quote = [];
+    const flush = () => {
+      if (quote.length) nodes.push(el("blockquote", {}, inline(quote.join("\n"))));
+      quote = [];
+    };
+    part.split("\n").forEach((line, i, lines) => {
+      if (/^>\s/.test(line)) return quote.push(line.replace(/^>\s/, ""));
+      flush();
+      nodes.push(...inline(line));
+      if (i < lines.length - 1) nodes.push("\n");
+    });
+    flush();
+  }
+  return nodes;
 }
 
 function clock(iso) {
@@ -136,6 +195,13 @@ async function upload(file) {
   return body;
 }
 
+// Discord lists the users a message mentions: the bot and anyone inserted from the member list.
+function mentioned(content) {
+  const ids = new Set([...content.matchAll(/<@!?(\d+)>/g)].map((m) => m[1]));
+  return [...ids].filter((id) => id === state.config.bot.id || person(id)).map((id) =>
+    id === state.config.bot.id ? { id, username: state.config.bot.name, bot: true } : author(person(id)));
+}
+
 async function sendMessage(text, files = []) {
   const bot = state.config.bot;
   const dm = isDm(state.channel);
@@ -154,7 +220,7 @@ async function sendMessage(text, files = []) {
     edited_timestamp: null,
     tts: false,
     mention_everyone: false,
-    mentions: mention ? [{ id: bot.id, username: bot.name, bot: true }] : [],
+    mentions: mentioned(content),
     mention_roles: [],
     attachments,
     embeds: [],
@@ -278,8 +344,20 @@ function renderTyping() {
 }
 setInterval(() => state.config && renderTyping(), 1000);
 
+// What each channel was last read up to, kept in this browser: the feed replays the history
+// on every load, and a message read before the reload is not new again.
+const SEEN_KEY = "playground-seen";
+const seen = JSON.parse(localStorage.getItem(SEEN_KEY) || "{}");
+
+function markSeen(channelId, messageId) {
+  if (seen[channelId] && BigInt(seen[channelId]) >= BigInt(messageId)) return;
+  seen[channelId] = messageId;
+  localStorage.setItem(SEEN_KEY, JSON.stringify(seen));
+}
+
 function arrived(message) {
-  if (message.channelId === state.channel) return;
+  if (message.channelId === state.channel) return markSeen(message.channelId, message.id);
+  if (seen[message.channelId] && BigInt(message.id) <= BigInt(seen[message.channelId])) return;
   state.unread.set(message.channelId, (state.unread.get(message.channelId) || 0) + 1);
   renderNav();
 }
@@ -329,7 +407,7 @@ function onEvent(event) {
   else if (kind === "reaction") react(data.channel_id, data.message_id, data.emoji, data.user_id, true);
   else if (kind === "typing") typingFrom(data);
   for (const listener of hooks.listeners) listener(kind, data);
-  if (kind === "message" || kind === "reaction") consoleSoon();
+  if (kind === "message" || kind === "reaction" || kind === "frame") consoleSoon();
 }
 
 function follow() {
@@ -349,8 +427,24 @@ function render(message) {
     return;
   }
   const node = messageNode(message);
-  if (existing) existing.replaceWith(node);
-  else list.append(node);
+  if (existing) return existing.replaceWith(node);
+  const following = atEnd();
+  list.append(node);
+  if (following || (state.me && message.author.id === state.me.id)) toEnd();
+  else $("new-messages").hidden = false;
+}
+
+// The chat follows the newest message unless the reader scrolled up to read older ones;
+// then a "new messages" button says there is more below.
+function atEnd() {
+  const list = $("messages");
+  return list.scrollHeight - list.scrollTop - list.clientHeight < 48;
+}
+
+function toEnd() {
+  const list = $("messages");
+  list.scrollTop = list.scrollHeight;
+  $("new-messages").hidden = true;
 }
 
 function messageNode(message) {
@@ -369,7 +463,7 @@ function messageNode(message) {
     mine ? el("button", { type: "button", onclick: () => run(() => deleteMessage(message)) }, "Delete") : null,
   ];
   const body = state.editing === message.id ? editor(message)
-    : el("p", { class: "content" }, message.deleted ? "(message deleted)" : readable(message.content));
+    : el("div", { class: "content" }, message.deleted ? "(message deleted)" : rich(message.content));
   const files = message.deleted || !message.attachments.length ? null
     : el("ul", { class: "files", "aria-label": "Attachments" }, message.attachments.map(fileNode));
   return el("li", { id: "m-" + message.id, class: `msg${message.author.bot ? " bot" : ""}${message.deleted ? " deleted" : ""}`, "data-author": message.author.name },
@@ -436,6 +530,8 @@ function showChannel(channelId) {
   const here = [...state.messages.values()].filter((m) => m.channelId === channelId);
   here.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
   for (const message of here) $("messages").append(messageNode(message));
+  if (here.length) markSeen(channelId, here[here.length - 1].id);
+  toEnd();
   renderNav();
   for (const listener of hooks.listeners) listener("view", { channel: channelId });
 }
@@ -443,6 +539,24 @@ function showChannel(channelId) {
 function channelButton(id, label, extra = {}) {
   return el("button", { type: "button", class: "channel", "data-channel": id, onclick: () => showChannel(id), ...extra },
     el("span", { "aria-hidden": "true" }, label.mark), ` ${label.name} `, el("span", { class: "badge", hidden: true }));
+}
+
+function renderMembers() {
+  const { bot, people } = state.config;
+  const members = [{ id: bot.id, name: bot.name, tag: "BOT" }, ...people.map((p) => ({ id: p.id, name: p.name, tag: p.staff ? "staff" : null }))];
+  $("members").replaceChildren(...members.map((m) => el("li", {},
+    el("button", { type: "button", class: "member", "data-member": m.id, title: `Insert <@${m.id}> in the message`, onclick: () => insertMention(m.id) },
+      el("span", { class: "member-name" }, m.name), m.tag ? el("span", { class: "tag" }, m.tag) : null,
+      el("code", { class: "member-id" }, m.id)))));
+}
+
+function insertMention(id) {
+  const box = $("text");
+  const mention = `<@${id}> `;
+  const at = box.selectionStart ?? box.value.length;
+  box.value = box.value.slice(0, at) + mention + box.value.slice(box.selectionEnd ?? at);
+  box.focus();
+  box.selectionStart = box.selectionEnd = at + mention.length;
 }
 
 function renderChannels() {
@@ -672,15 +786,17 @@ async function refreshConsole({ auto = false } = {}) {
   await Promise.all([loadMemories(), ledger, loadRuns(), loadDead()]);
 }
 
-// The memory job and the nightly run finish after the reply: keep the console current.
-setInterval(() => {
-  if (state.config && !document.hidden && !state.pendingRollback) refreshConsole({ auto: true });
-}, 4000);
-
-let consoleTimer = null;
+// The console refreshes from the live feed, not on a timer: after something happens, and a
+// few times more while the memory job that follows a reply runs (the server logs an
+// operator's read once per change of the profile, so a refresh that finds nothing new adds
+// no ledger row), or when "Refresh" is pressed.
+const FOLLOW_UPS_MS = [600, 2500, 6000, 12000];
+let consoleTimers = [];
 function consoleSoon() {
-  clearTimeout(consoleTimer);
-  consoleTimer = setTimeout(refreshConsole, 600);
+  consoleTimers.forEach(clearTimeout);
+  consoleTimers = FOLLOW_UPS_MS.map((ms) => setTimeout(() => {
+    if (!document.hidden && !state.pendingRollback) refreshConsole({ auto: true });
+  }, ms));
 }
 
 // --- wiring -----------------------------------------------------------------------------
@@ -725,6 +841,9 @@ async function start() {
     $("console-person").append(el("option", { value: p.id }, label));
   }
   renderChannels();
+  renderMembers();
+  $("messages").addEventListener("scroll", () => { if (atEnd()) $("new-messages").hidden = true; });
+  $("new-messages").addEventListener("click", toEnd);
   $("dm-button").addEventListener("click", () => showChannel(state.me.dmChannel));
   $("who").addEventListener("change", (e) => choosePerson(e.target.value));
   $("console-person").addEventListener("change", () => refreshConsole());

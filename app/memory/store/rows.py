@@ -14,6 +14,7 @@ from prometheus_client import Counter
 from sqlalchemy import (
     delete,
     event,
+    func,
     insert,
     select,
     text,
@@ -134,6 +135,9 @@ async def _log(
     before: Any,
     after: Any,
 ) -> None:
+    operators_read = action is Action.READ and why.actor == Actor.ADMIN
+    if operators_read and await _read_since_last_change(session, why, user_id, after):
+        return
     await session.execute(
         insert(MemoryLog).values(
             memory_id=memory_id,
@@ -149,6 +153,30 @@ async def _log(
     )
     if action is not Action.READ:
         _count(session, why.actor, action)
+
+
+async def _read_since_last_change(session: AsyncSession, why: Why, user_id: int, read: Any) -> bool:
+    """Whether the same operator's read of ``user_id`` (same reason, same rows ``read``) is
+    already logged since the profile last changed: an inspecting console that refreshes adds
+    a read once per change, not once per refresh."""
+    last_change = (
+        select(func.coalesce(func.max(MemoryLog.id), 0))
+        .where(MemoryLog.user_id == user_id, MemoryLog.action != Action.READ)
+        .scalar_subquery()
+    )
+    found = await session.scalar(
+        select(MemoryLog.id)
+        .where(
+            MemoryLog.user_id == user_id,
+            MemoryLog.actor == Actor.ADMIN,
+            MemoryLog.action == Action.READ,
+            MemoryLog.reason == why.reason,
+            MemoryLog.after == read,
+            MemoryLog.id > last_change,
+        )
+        .limit(1)
+    )
+    return found is not None
 
 
 async def _log_read(
