@@ -1,4 +1,5 @@
-"""Settings: every environment variable the service reads, in one class (CONTRACT.md)."""
+"""Settings: every environment variable the service reads, in one class (the README's
+Configuration table)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 
 class Actor(StrEnum):
-    """Who read or changed a profile (`memory_log.actor`, CONTRACT)."""
+    """Who read or changed a profile (`memory_log.actor`, docs/operations.md)."""
 
     EXTRACTION = "extraction"
     REPLY = "reply"
@@ -23,7 +23,7 @@ class Actor(StrEnum):
 
 
 class Action(StrEnum):
-    """What a ledger row records (`memory_log.action`, CONTRACT)."""
+    """What a ledger row records (`memory_log.action`, docs/operations.md)."""
 
     READ = "read"
     ADD = "add"

@@ -1,4 +1,4 @@
-"""The real commands refuse to start with an unsafe configuration (CONTRACT.md): a non-zero
+"""The real commands refuse to start with an unsafe configuration (docs/operations.md): a non-zero
 exit and a message that names the variable and never holds its value."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Admin channel settings: a channel's mode and persona, the same settings as the staff
-commands `!bot channel mode|persona` (CONTRACT.md). A change is seen by every worker at its
+commands `!bot channel mode|persona` (docs/operations.md). A change is seen by every worker at its
 next lookup (the directory's cache version is bumped after the commit)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Admin endpoints: roll back a nightly run, start one now, and list runs (CONTRACT.md)."""
+"""Admin endpoints: roll back a nightly run, start one now, and list runs (the OpenAPI document)."""
 
 from __future__ import annotations
 

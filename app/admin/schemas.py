@@ -1,4 +1,5 @@
-"""Request and response bodies of the admin API (camelCase on the wire, CONTRACT.md)."""
+"""Request and response bodies of the admin API (camelCase on the wire; the OpenAPI
+document at /openapi.json)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The decision model's whole vocabulary: every closed question the bot asks (CONTRACT.md)."""
+"""The decision model's whole vocabulary: every closed question the bot asks
+(docs/operations.md, "Decision questions")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The /v1/decide wire format (CONTRACT.md), shared by the client, the service and the fake.
+"""The /v1/decide wire format (the decision service's OpenAPI document), shared by the
+client, the service and the fake.
 
 Pure functions: build a request body, check an answer body against the request it answers."""
 
@@ -45,7 +46,7 @@ class DecideRequest(BaseModel):
         return self
 
 
-# What an answer cost, as headers beside the body (whose shape the CONTRACT fixes): the
+# What an answer cost, as headers beside the body (whose shape the wire format fixes): the
 # service's model tokens for this decision. Optional: a service that does not say costs 0.
 INPUT_TOKENS = "x-decision-input-tokens"
 OUTPUT_TOKENS = "x-decision-output-tokens"

@@ -1,5 +1,5 @@
 """What a message's attachments become for the chat model (pure): which are fetched and
-which only named (CONTRACT limits, DISCORD_ATTACHMENT_HOSTS), and the content blocks they
+which only named (the README's limits, DISCORD_ATTACHMENT_HOSTS), and the content blocks they
 turn into. The fetching itself is app.discord.cdn; the log keeps names only."""
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ async def _read_capped(request: Request) -> bytes | None:
 
 
 async def webhook(request: Request) -> JSONResponse:
-    """Receive one Discord gateway dispatch frame from the relay (CONTRACT.md: 200 ok,
+    """Receive one Discord gateway dispatch frame from the relay (docs/operations.md: 200 ok,
     duplicate or ignored; 401 bad token, body unread; 413 over 1 MiB; 422 malformed; 503
     when the event cannot be recorded)."""
     if not _token_ok(request):

@@ -1,4 +1,4 @@
-"""The decision service: ``uvicorn app.jev.main:app`` serves POST /v1/decide (CONTRACT.md).
+"""The decision service: ``uvicorn app.jev.main:app`` serves POST /v1/decide (its OpenAPI document).
 
 Settings and the Anthropic client are built at startup (lifespan), so importing this module
 needs no environment."""

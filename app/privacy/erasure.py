@@ -1,6 +1,6 @@
 """MEM-09 erasure (`!forgetme`, the admin erase) as a worker job: what the person wrote and
 what was made from it, found by identity and recorded provenance, never by matching names or
-words in other people's text (CONTRACT "Erasure").
+words in other people's text (docs/operations.md).
 
 The job works through fixed phases in bounded batches; each batch is one transaction that
 also stores where the job is, so a killed worker resumes at the next batch and a retry never

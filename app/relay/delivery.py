@@ -33,7 +33,7 @@ class Verdict(Enum):
     REFUSED = "refused"  # the webhook refuses us (wrong URL, token mismatch): retry and alarm
 
 
-# The only answers that condemn the frame rather than the relay's setup (CONTRACT.md,
+# The only answers that condemn the frame rather than the relay's setup (docs/operations.md,
 # POST /webhook): too large, or not a frame the webhook can read.
 DROP_STATUSES = frozenset({413, 422})
 

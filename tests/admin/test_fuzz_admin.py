@@ -203,7 +203,7 @@ async def test_schema_invalid_requests_are_refused_and_change_nothing(h: Harness
 
 
 async def test_unparseable_json_without_the_secret_is_401(h: Harness) -> None:
-    # CONTRACT.md: every admin endpoint answers 401 when the bearer is missing or wrong.
+    # The OpenAPI document: every admin endpoint answers 401 when the bearer is missing or wrong.
     response = await asyncio.to_thread(
         h.http.post,
         f"{h.url}/memory/rollback",

@@ -73,8 +73,8 @@ PROCESSES: dict[str, tuple[str, str, str, type[BaseSettings] | None]] = {
     "jev": ("Deployment", "companion-bot-jev", "jev", JevSettings),
     "migrate": ("Job", "companion-bot-migrate", "migrate", None),
 }
-# Contract settings (CONTRACT.md) that work merged beside this one reads; named in the
-# ConfigMap already so a deployment has them.
+# Documented settings (the README's Configuration table) that work merged beside this one
+# reads; named in the ConfigMap already so a deployment has them.
 CONTRACT_SETTINGS = {
     "OPERATOR_USER_IDS",
     "MEMORY_RECALL",

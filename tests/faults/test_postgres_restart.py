@@ -1,6 +1,6 @@
 """Postgres crashed (immediate shutdown) and restarted while events pour in: the webhook
 answers 503 while it cannot record, the relay's retries are accepted afterwards, and every
-acknowledged event is processed exactly once (CONTRACT "POST /webhook", SPEC invariant 6)."""
+acknowledged event is processed exactly once (docs/operations.md, "Retries and dead letters")."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ DATA: dict[str, st.SearchStrategy[dict[str, Any]]] = {
 def valid_frames(draw: st.DrawFn) -> dict[str, Any]:
     t = draw(st.sampled_from(sorted(DATA)))
     frame: dict[str, Any] = {"t": t, "d": draw(DATA[t])}
-    # `op` and `s` may be absent (CONTRACT.md).
+    # `op` and `s` may be absent (as in the gateway protocol).
     if draw(st.booleans()):
         frame["op"] = 0
     if draw(st.booleans()):
@@ -535,7 +535,7 @@ async def test_concurrent_mixed_frames_record_exactly_the_oks(h: Harness) -> Non
 
 
 # ---------------------------------------------------------------------------------------------
-# Known defects: minimal inputs, each a 500 today (CONTRACT.md allows 422 here).
+# Known defects: minimal inputs, each a 500 today (the webhook may answer 422 here).
 # ---------------------------------------------------------------------------------------------
 
 DEFECTS = {

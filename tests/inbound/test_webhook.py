@@ -1,4 +1,5 @@
-"""POST /webhook against the real app, a real Postgres and a real Redis (CONTRACT.md rules)."""
+"""POST /webhook against the real app, a real Postgres and a real Redis (its rules:
+docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -388,6 +388,6 @@ async def test_an_answer_reports_the_tokens_its_model_spent(
 
     response = await jev.post("/v1/decide", json=ask(Question.WORTH_KEEPING))
 
-    assert response.json() == {"probability": 0.73}  # the body keeps the CONTRACT's shape
+    assert response.json() == {"probability": 0.73}  # the body keeps the wire format's shape
     [served] = model.served
     assert tokens_of(response.headers) == served
