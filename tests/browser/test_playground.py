@@ -1,13 +1,11 @@
 """The playground in a real browser: Debian's Chromium, driven by Playwright, against
 `python -m app dev` started as a subprocess on a fresh data folder (embedded servers). The
 browser opens the link the stack printed, as a person would; its token works once.
-
-Set PLAYGROUND_SCREENSHOT=docs/playground.png to refresh the README's screenshot."""
+(test_newcomer.py writes the README's screenshot.)"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import zlib
 from collections.abc import Iterator
@@ -180,8 +178,6 @@ def test_alice_chats_with_the_bot_and_a_nightly_is_rolled_back(
     shot = tmp_path / "playground.png"
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
-    if target := os.environ.get("PLAYGROUND_SCREENSHOT"):
-        shutil.copyfile(shot, target)
 
 
 def test_the_console_shows_alices_memories_and_her_ledger(page: Any, stack: DevStack) -> None:
