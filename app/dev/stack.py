@@ -44,6 +44,7 @@ HOST = "127.0.0.1"  # dev mode never listens beyond this machine
 READY_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 10.0
 PLAYGROUND_HISTORY = "playground-history.jsonl"  # the chat the page shows, kept across restarts
+PLAYGROUND_FILES = "playground-files"  # what people attached there, served by the fake CDN
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_NOTE = (
     "No ANTHROPIC_API_KEY: replies and decisions come from the built-in demo brain "
@@ -108,7 +109,7 @@ def run(options: Options) -> int:
                 api_socket,
                 started,
                 local_model,
-                history=data_dir / PLAYGROUND_HISTORY,
+                kept_in=data_dir,
             )
         )
     except (EmbeddedUnavailable, LocalModelUnavailable) as exc:
@@ -298,8 +299,10 @@ async def _serve(
     api_socket: socket.socket,
     started: float,
     local_model: LocalEmbeddings | None = None,
-    history: Path | None = None,
+    kept_in: Path | None = None,
 ) -> int:
+    """The stack's servers until a signal; ``kept_in`` (the data folder) keeps the
+    playground's chat and attached files across restarts."""
     console = Console()
     http: httpx.AsyncClient | None = None
     stop = asyncio.Event()
@@ -338,13 +341,14 @@ async def _serve(
         discord_attachment_hosts=[f"{HOST}:{port}"],  # the fake CDN below, on this port
         **(local_model.settings() if local_model is not None else {}),
     )
-    feed = Feed(kept_in=history)
+    feed = Feed(kept_in=kept_in / PLAYGROUND_HISTORY if kept_in is not None else None)
     discord = FakeDiscord(
         token=secrets.discord_bot_token, bot_user_id=world.bot_id, bot_username=world.bot_name
     )
     discord.dm_channels.update({p.id: world.dm_channel(p) for p in world.people})
     discord.listeners.append(feed.on_discord)
-    cdn = FakeCDN(base_url=api_base + CDN_PREFIX)
+    attachments = kept_in / PLAYGROUND_FILES if kept_in is not None else None
+    cdn = FakeCDN(base_url=api_base + CDN_PREFIX, kept_in=attachments)
     access = Access()
     page = PageConfig(
         world,

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -597,12 +598,14 @@ class FakeDiscord:
 class FakeCDN:
     """Discord's attachment CDN: serves the files put in it at URLs shaped like
     ``/attachments/<channel>/<attachment>/<filename>?ex=…&is=…&hm=…``, answers a redirect where
-    told, 404 for anything else, and records every request. Set ``base_url`` once served."""
+    told, 404 for anything else, and records every request. Set ``base_url`` once served.
+    With ``kept_in`` (a folder) the files also outlive a restart, as the playground's chat does."""
 
     base_url: str = ""
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # path -> bytes, type
     redirects: dict[str, str] = field(default_factory=dict)  # path -> Location
     requests: list[str] = field(default_factory=list)  # paths, in order
+    kept_in: Path | None = None
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     def put(self, filename: str, content: bytes, content_type: str, *, channel_id: int = 1) -> str:
@@ -610,7 +613,32 @@ class FakeCDN:
         stamp = (int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22
         path = f"/attachments/{channel_id}/{stamp | (next(self._ids) & 0x3FFFFF)}/{filename}"
         self.files[path] = (content, content_type)
+        if self.kept_in is not None:
+            self._keep(self.kept_in, path, content, content_type)
         return path
+
+    @staticmethod
+    def _keep(folder: Path, path: str, content: bytes, content_type: str) -> None:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        name = path.split("/")[3]  # the attachment id: digits only
+        (folder / name).write_bytes(content)
+        with (folder / "index.jsonl").open("a", encoding="utf-8") as index:
+            index.write(json.dumps({"path": path, "file": name, "type": content_type}) + "\n")
+
+    def _kept(self, path: str) -> tuple[bytes, str] | None:
+        """A file put here before a restart (``kept_in``), else None."""
+        index = self.kept_in / "index.jsonl" if self.kept_in is not None else None
+        if index is None or not index.exists():
+            return None
+        for line in index.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a crash
+            stored = index.parent / str(record.get("file"))
+            if record.get("path") == path and stored.is_file():
+                return stored.read_bytes(), str(record.get("type"))
+        return None
 
     def url(self, path: str) -> str:
         return f"{self.base_url}{path}?ex=6790a1b2&is=678f5032&hm=0f3a9c"
@@ -656,11 +684,12 @@ class FakeCDN:
             self.requests.append(path)
             if path in self.redirects:
                 return Response(status_code=302, headers={"location": self.redirects[path]})
-            if path not in self.files:
+            found = self.files.get(path) or self._kept(path)
+            if found is None:
                 return Response(
                     "This content is no longer available.", 404, media_type="text/plain"
                 )
-            content, content_type = self.files[path]
+            content, content_type = found
             return Response(content, media_type=content_type)
 
         return app

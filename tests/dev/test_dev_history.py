@@ -1,12 +1,16 @@
 """The playground's chat outlives a restart: the feed's history is kept in the data folder
-(typing indicators aside), bounded, and a new feed goes on numbering after it."""
+(typing indicators aside), bounded, and a new feed goes on numbering after it; the files
+people attached stay on the fake CDN."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import httpx
+
 from app.dev.playground import FEED_SIZE, Feed
+from app.discord.fake import FakeCDN
 
 
 def test_a_restarted_feed_replays_what_was_said_and_numbers_on_after_it(tmp_path: Path) -> None:
@@ -34,3 +38,18 @@ def test_the_kept_history_is_bounded_and_a_torn_line_is_skipped(tmp_path: Path) 
     assert [i for i, _ in feed.history] == list(range(11, FEED_SIZE + 11))
     assert len(kept.read_text().splitlines()) == FEED_SIZE
     assert oct(kept.stat().st_mode & 0o777) == "0o600"
+
+
+async def test_a_file_attached_before_a_restart_is_still_served(tmp_path: Path) -> None:
+    before = FakeCDN(base_url="http://cdn.test", kept_in=tmp_path / "files")
+    attached = before.attachment("cat.txt", b"Miso sleeps all day", "text/plain")
+
+    after = FakeCDN(base_url="http://cdn.test", kept_in=tmp_path / "files")
+    transport = httpx.ASGITransport(app=after.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://cdn.test") as cdn:
+        kept = await cdn.get(attached["url"].removeprefix("http://cdn.test"))
+        missing = await cdn.get("/attachments/1/2/other.txt")
+
+    assert (kept.status_code, kept.text) == (200, "Miso sleeps all day")
+    assert kept.headers["content-type"].startswith("text/plain")
+    assert missing.status_code == 404

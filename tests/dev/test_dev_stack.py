@@ -204,12 +204,13 @@ def _finished_run(playground: Playground, run_id: int) -> dict[str, Any]:
     raise AssertionError(f"nightly run {run_id} still running after 60 s")
 
 
-def test_a_second_start_reuses_the_data_and_the_secrets(tmp_path: Path) -> None:
+def test_a_second_start_reuses_the_data_the_secrets_and_the_chat(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with running_dev_stack(data_dir) as first:
         first.sign_in()
         play = Playground(first)
-        play.say("Alice", "my cat is called Miso", mention=True)
+        said = play.say("Alice", "my cat is called Miso", mention=True)
+        answer = play.reply_to(said)
         memories_shown(play, "Alice", want="Alice's cat is called Miso.", gone=None)
         play.close()
         secrets_before = (data_dir / "secrets.json").read_text()
@@ -224,5 +225,7 @@ def test_a_second_start_reuses_the_data_and_the_secrets(tmp_path: Path) -> None:
         second.sign_in()
         play = Playground(second)
         memories_shown(play, "Alice", want="Alice's cat is called Miso.", gone=None)
+        play.accepted(said)  # the chat is still there: the feed replays what was said
+        assert play.reply_to(said) == answer
         play.close()
     assert second.process.returncode == 0, second.output
