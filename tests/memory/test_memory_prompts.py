@@ -17,7 +17,7 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.kit.attribution import read_lines
-from app.memory.prompts import MAX_FACT_CHARS, parse_written, render_marked
+from app.memory.prompts import MAX_FACT_CHARS, parse_notes, parse_written, render_marked
 from app.memory.records import MemoryRecord
 from app.memory.write_path import run_write_path
 from app.vocabulary import Actor
@@ -59,6 +59,38 @@ def test_only_a_speaker_fact_in_json_is_usable(raw: str, subject: str, usable: b
     written = parse_written(raw)
 
     assert (written.subject, written.usable) == (subject, usable)
+
+
+def test_a_note_names_its_lines_and_only_whole_numbers_count() -> None:
+    written = parse_written(
+        '{"subject": "speaker", "fact": "Alice likes tea.", "lines": [3, true, "2", 1]}'
+    )
+
+    assert written.lines == (3, 1)
+    assert parse_written('{"subject": "speaker", "fact": "Alice likes tea."}').lines == ()
+
+
+def test_an_add_may_be_several_notes_each_with_its_lines() -> None:
+    raw = (
+        '```json\n[{"subject": "speaker", "fact": "Alice loves green tea.", "lines": [2]},'
+        ' {"subject": "other", "fact": "Bob likes jazz.", "lines": [1]},'
+        ' {"subject": "speaker", "fact": "Alice\'s cat is Miso.", "lines": [2]}]\n```'
+    )
+
+    notes = parse_notes(raw)
+
+    assert [(n.subject, n.fact, n.lines) for n in notes] == [
+        ("speaker", "Alice loves green tea.", (2,)),
+        ("other", "Bob likes jazz.", (1,)),
+        ("speaker", "Alice's cat is Miso.", (2,)),
+    ]
+    assert parse_notes('{"subject": "speaker", "fact": "A.", "lines": [1]}')[0].lines == (1,)
+    assert [n.subject for n in parse_notes("[]")] == ["invalid"]
+
+
+@given(st.text())
+def test_parse_notes_never_raises(raw: str) -> None:
+    assert all(isinstance(n.lines, tuple) for n in parse_notes(raw))
 
 
 @given(st.text())
