@@ -132,6 +132,27 @@ def test_the_consoles_refreshes_add_no_ledger_rows_while_nothing_changes(
     assert ledger_size(stack, alice) == before
 
 
+def test_staff_mention_someone_from_the_member_list_and_see_their_name(
+    page: Any, stack: DevStack
+) -> None:
+    alice = stack.config["people"][0]["id"]
+    page.get_by_label("You are").select_option(label="Sam (staff)")
+    field = page.locator("#text")
+    field.fill("!bot memory ")
+    page.locator("#members").get_by_role("button", name=re.compile("^Alice")).click()
+    expect(field).to_have_value(f"!bot memory <@{alice}> ")
+    field.press("Enter")
+    sent = page.locator("#messages li.msg[data-author='Sam']").last
+    expect(sent).to_contain_text("!bot memory @Alice")
+    expect(sent.locator(".mention")).to_have_text("@Alice")
+
+    page.locator("#dm-button").click()
+    listing = page.locator("#messages li.msg.bot").last
+    expect(listing).to_contain_text("Alice's cat is called Miso.")
+    page.get_by_label("You are").select_option(label="Alice")
+    open_channel(page, "general")
+
+
 def test_a_reload_counts_nothing_as_unread_and_no_request_fails(page: Any) -> None:
     page.reload()
     expect(page.locator("#live")).to_contain_text("connected")
