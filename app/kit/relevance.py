@@ -105,6 +105,11 @@ class Fusion:
     # A row takes part only when its similarity is at least this many standard deviations
     # above the sample's mean (scale-free: models differ in how similar unrelated texts are).
     min_meaning: float = -1e9
+    # Hubness reduction among the ``hub_pool`` nearest (0: plain similarity): each loses
+    # ``hub_weight`` × its mean similarity to its ``hub_k`` nearest neighbours among them.
+    hub_pool: int = 100
+    hub_k: int = 5
+    hub_weight: float = 0.0
 
 
 DEFAULT_FUSION = Fusion()
@@ -224,7 +229,7 @@ words AS (
       AND (:min_telling <= 0 OR coalesce(b.telling, false))
 ),
 compared AS MATERIALIZED (
-    SELECT id, at, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
+    SELECT id, at, embedding, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
     FROM (
         SELECT id, {at} AS at, embedding FROM {table}
         WHERE {scope} = :scope_id AND {where} AND embedding_space = :space
@@ -234,13 +239,30 @@ compared AS MATERIALIZED (
 spread AS (
     SELECT avg(similarity) AS mean, coalesce(stddev_pop(similarity), 0) AS sd FROM compared
 ),
+pool AS MATERIALIZED (
+    SELECT c.id, c.at, c.embedding, c.similarity FROM compared c, spread s
+    WHERE c.similarity >= s.mean + :min_meaning * s.sd
+    ORDER BY c.similarity DESC, c.at DESC, c.id DESC LIMIT :hub_pool
+),
+-- Hubness: a row as near to many of the other nearest rows as to the query (one of a crowd
+-- of look-alike notes) says less than one that stands alone near it. Each pooled row's
+-- similarity loses :hub_weight × its mean similarity to its :hub_k nearest neighbours in
+-- the pool (cross-domain similarity local scaling, CSLS; skipped at weight 0).
+crowd AS (
+    SELECT a.id, CASE WHEN CAST(:hub_weight AS float8) > 0 THEN coalesce((
+        SELECT avg(n.similarity) FROM (
+            SELECT 1 - (a.embedding <=> b.embedding) AS similarity FROM pool b
+            WHERE b.id <> a.id ORDER BY 1 DESC LIMIT :hub_k
+        ) AS n
+    ), 0) ELSE 0 END AS density
+    FROM pool a
+),
 meaning AS (
-    SELECT id, at, row_number() OVER (ORDER BY similarity DESC, at DESC, id DESC) AS place
-    FROM (
-        SELECT c.* FROM compared c, spread s
-        WHERE c.similarity >= s.mean + :min_meaning * s.sd
-        ORDER BY c.similarity DESC LIMIT :meaning_candidates
-    ) AS nearest
+    SELECT p.id, p.at, row_number() OVER (
+        ORDER BY p.similarity - CAST(:hub_weight AS float8) * c.density DESC, p.at DESC, p.id DESC
+    ) AS place
+    FROM pool p JOIN crowd c ON c.id = p.id
+    ORDER BY place LIMIT :meaning_candidates
 ),
 best AS (
     SELECT id, max(at) AS at, max(relevance) AS relevance,
@@ -379,6 +401,9 @@ def meaning_parameters(meaning: Embedding, fusion: Fusion) -> dict[str, object]:
         "fusion_k": fusion.k,
         "words_weight": fusion.words,
         "meaning_weight": fusion.meaning,
+        "hub_pool": max(fusion.hub_pool, fusion.candidates),
+        "hub_k": fusion.hub_k,
+        "hub_weight": fusion.hub_weight,
     }
 
 

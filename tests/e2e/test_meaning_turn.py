@@ -112,6 +112,7 @@ async def memory_count(sessions: SessionFactory, user_id: int) -> int:
     ("memory", "question"),
     [
         ("Alice has a young dog named Biscuit", "my pup chewed the sofa again"),
+        ("Alice is studying law at university", "exam week is killing me"),
         ("Alice is a pharmacist", "薬局の仕事、今日は忙しかった"),  # English memory, Japanese
         ("アリスは毎週土曜日に書道教室に通っている", "how is your calligraphy going?"),
     ],
@@ -128,6 +129,39 @@ async def test_a_question_in_other_words_brings_its_memory_among_fifty(
     prompt = world.last_reply_prompt()
     assert memory in prompt
     assert prompt.count("\n- [") == 10  # still ten memories at most
+
+
+LOOK_ALIKE_TOPICS = [
+    "gardening", "trains", "astronomy", "jazz", "robots", "history", "volcanoes", "chess",
+    "dinosaurs", "photography", "knitting", "coffee", "bees", "glaciers", "typography",
+    "surfing", "podcasts", "pirates",
+]  # fmt: skip
+LOOK_ALIKES = [
+    phrasing.format(topic)
+    for phrasing in (
+        "Alice wants to learn more about {}",
+        "Alice thinks {} is fascinating",
+        "Alice watched a documentary about {}",
+    )
+    for topic in LOOK_ALIKE_TOPICS
+]
+
+
+async def test_a_fact_is_not_crowded_out_by_look_alike_notes(
+    world: World, sessions: SessionFactory
+) -> None:
+    # 54 notes of one shape sit near any vague question (with this model, nearer than the
+    # fact itself: the cello is 15th by similarity alone); each is one of a crowd, the fact
+    # stands alone, and recall discounts the crowd (app/memory/store/rows.py, FUSION).
+    for n, text in enumerate(LOOK_ALIKES):
+        await add_memory(sessions, SAM, text, age_days=n + 1)
+    fact = "Alice is learning to play the cello"
+    await add_memory(sessions, SAM, fact, age_days=90)
+    await backfill_now(world.stack.settings)
+
+    await world.tell(SAM, "音楽のほうはどう？")  # "how's the music going?", no word shared
+
+    assert fact in world.last_reply_prompt()
 
 
 async def test_without_vectors_yet_the_same_question_goes_by_words_alone(
