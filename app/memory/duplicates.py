@@ -235,11 +235,23 @@ def may_repeat(old: str, new: str, *, overlap: float, standing: float, nearest: 
     return overlap >= MIN_OVERLAP or (nearest and standing >= MIN_STANDING)
 
 
+# Japanese phrasings that hold a negative form but affirm ("never misses", "cannot do
+# without", "no doubt"): read without it, so "欠かさない" and "もう…していない" differ in
+# negation, and "欠かさない" and "毎週…している" do not.
+AFFIRMING = ("欠かさない", "欠かさず", "欠かせない", "違いない")
+
+
+def _negated(text: str) -> frozenset[str]:
+    for idiom in AFFIRMING:
+        text = text.replace(idiom, " ")
+    return token_set(text) & NEGATIONS
+
+
 def telling_difference(old: str, new: str) -> Difference | None:
     """Why ``new`` cannot be a repeat of ``old`` (which it may resemble in meaning), or None.
     ``new`` may add to ``old`` (a detail, a name), never drop or change what ``old`` says."""
-    old_tokens, new_tokens = token_set(old), token_set(new)
-    if (old_tokens ^ new_tokens) & NEGATIONS:
+    new_tokens = token_set(new)
+    if _negated(old) ^ _negated(new):
         return Difference.NEGATION
     if _numbers(old) != _numbers(new):
         return Difference.NUMBER

@@ -101,6 +101,13 @@ def test_an_answer_of_another_count_or_with_holes_is_malformed() -> None:
         ("サムは猫のミソを飼っている", "サムは猫のモチを飼っている", Difference.NAME),
         ("サムの好物はたこ焼き", "サムの好物は餃子", Difference.VALUE),
         ("サムは卵アレルギーがある", "サムは卵アレルギーがあって、薬を持ち歩いている", None),
+        # "never misses" affirms: "no longer does" is the negation, "every week" is not
+        (
+            "サムは日曜日の卓球を欠かさない",
+            "サムはもう日曜日に卓球をしていない",
+            Difference.NEGATION,
+        ),
+        ("サムは日曜日の卓球を欠かさない", "サムは毎週日曜日に卓球をしている", None),
     ],
 )
 def test_what_differs_tells_a_distinct_fact_from_a_repeat(
