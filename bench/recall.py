@@ -321,6 +321,14 @@ async def tune_fusion(
         tallies = await evidence_recall(sessions, about_memories, ids, MEANING, vectors, knobs)
         rows.append((overall(tallies), f"{k:.0f} {words} {meaning}", knobs == SHIPPED))
     _best(rows)
+    print("   crowding, memory questions: neighbours, weight (0: none) → evidence recall")
+    rows = []
+    for neighbours, weight in itertools.product((5, 10), (0.0, 0.5, 1.0)):
+        fusion = replace(store.FUSION, hub_k=neighbours, hub_weight=weight)
+        knobs = replace(SHIPPED, memory_fusion=fusion)
+        tallies = await evidence_recall(sessions, about_memories, ids, MEANING, vectors, knobs)
+        rows.append((overall(tallies), f"{neighbours} {weight}", knobs == SHIPPED))
+    _best(rows)
     print("   fusion, older-message questions: k, meaning weight, floor (sd) → evidence recall")
     rows = []
     for k, meaning, floor in itertools.product((5.0, 20.0), (0.5, 1.0), (2.0, 3.0, 4.0)):
