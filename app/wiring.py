@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import date
 
 import httpx
 from redis.asyncio import Redis
 
 from app.agent import build_agent
 from app.chat.anthropic import AnthropicChat, build_anthropic
+from app.chat.metered import MeteredChat
 from app.config import SandboxBackend, Settings
 from app.db import create_engine, create_session_factory
 from app.decision.factory import build_decider
@@ -22,7 +24,9 @@ from app.embeddings.client import build_embedder, check_dimensions
 from app.kit.arqueue import create_queue, redis_client
 from app.kit.queue import JobQueue
 from app.kit.redis_target import RedisTarget
-from app.services import Services
+from app.kit.versioned import Unshared, VersionedCache
+from app.services import GUILD_TOKENS_TTL_S, Services
+from app.usage.budget import SpendGate
 from app.usage.limiter import Limiter
 
 
@@ -58,16 +62,32 @@ async def open_services(
         anthropic = build_anthropic(settings)
         stack.push_async_callback(anthropic.close)
         bot_id, bot_name = await _identity(settings, discord)
+        guild_tokens: VersionedCache[tuple[date, int], int] = VersionedCache(
+            Unshared(), ttl_s=GUILD_TOKENS_TTL_S
+        )
+        gate = SpendGate(
+            sessions=sessions,
+            per_user=settings.daily_tokens_per_user,
+            per_guild=settings.daily_tokens_per_guild,
+            guild_tokens=guild_tokens,
+        )
+        chat = MeteredChat(AnthropicChat(anthropic, model=settings.chat_model), gate=gate)
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
-            agent = build_agent(settings, anthropic=anthropic, http=http, sessions=sessions)
+            agent = build_agent(settings, chat=chat, http=http, sessions=sessions)
             stack.push_async_callback(agent.aclose)
         yield Services(
             settings=settings,
             sessions=sessions,
             discord=discord,
-            decider=build_decider(settings, http, anthropic),
-            chat=AnthropicChat(anthropic, model=settings.chat_model),
+            decider=build_decider(
+                settings,
+                http,
+                AnthropicChat(
+                    anthropic, model=settings.jev_model, timeout_s=settings.jev_timeout_s
+                ),
+            ),
+            chat=chat,
             queue=queue,
             bot_user_id=bot_id,
             bot_name=bot_name,
@@ -78,6 +98,7 @@ async def open_services(
             channel_rules=rules_cache(shared),
             embedder=embedder,
             limiter=Limiter(shared),
+            guild_tokens=guild_tokens,
         )
 
 

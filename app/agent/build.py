@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-import anthropic
 import httpx
 
 from app.agent.loop import AgentLimits, TaskAgent
@@ -13,6 +12,7 @@ from app.agent.sandbox.docker import NO_NETWORK
 from app.agent.store import SessionLimits, SessionStore
 from app.agent.tools import JinaClient, Toolbox
 from app.agent.urls import Resolver, system_resolver
+from app.chat.base import ChatModel
 from app.config import SandboxBackend, Settings, SettingsError
 from app.db import SessionFactory
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def build_agent(
     settings: Settings,
     *,
-    anthropic: anthropic.AsyncAnthropic,
+    chat: ChatModel,
     http: httpx.AsyncClient,
     sessions: SessionFactory,
     docker_http: httpx.AsyncClient | None = None,
@@ -64,7 +64,7 @@ def build_agent(
         min_tool_s=limits.min_tool_s,
     )
     return TaskAgent(
-        anthropic,
+        chat,
         toolbox,
         SessionStore(sessions, session_limits),
         model=settings.chat_model,

@@ -9,14 +9,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import anthropic
 import httpx
-from anthropic.types import ContentBlock, ToolUseBlock
 
 from app.agent.prompt import TaskRequest, final_text, system_blocks, task_message
 from app.agent.sandbox.docker import DockerSandbox
 from app.agent.store import Message, SessionStore, flatten
 from app.agent.tools import MIN_TOOL_S, Toolbox
+from app.chat.base import (
+    ChatFailed,
+    ChatModel,
+    ChatRequest,
+    OverBudget,
+    Purpose,
+    Stop,
+    Tool,
+    ToolCall,
+)
 from app.kit.logs import log_context
 
 log = logging.getLogger(__name__)
@@ -37,19 +45,10 @@ def time_limit(total_s: float, budget_s: float | None) -> float:
     return total_s if budget_s is None else min(total_s, budget_s)
 
 
-def block_dict(block: ContentBlock) -> dict[str, Any] | None:
-    """An assistant content block as plain JSON to send back and store; others dropped."""
-    if block.type == "text":
-        return {"type": "text", "text": block.text}
-    if block.type == "tool_use":
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    return None
-
-
 class TaskAgent:
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic,
+        chat: ChatModel,
         toolbox: Toolbox,
         store: SessionStore,
         *,
@@ -58,7 +57,7 @@ class TaskAgent:
         sandbox: DockerSandbox | None = None,
         owned_http: httpx.AsyncClient | None = None,
     ) -> None:
-        self._client = client
+        self._chat = chat
         self._toolbox = toolbox
         self._store = store
         self._model = model
@@ -68,6 +67,8 @@ class TaskAgent:
 
     async def run(self, request: TaskRequest, budget_s: float | None = None) -> str | None:
         """The agent's one Discord message, or None so the turn writes its normal reply.
+        Every step is a metered call checked against the payer's budget: OverBudget (raised)
+        stops the task, and the turn answers with the budget's notice.
 
         ``budget_s``: the time the caller can still give (its job's remaining time less what
         it needs afterwards); the whole loop, every model and tool call included, fits in
@@ -84,8 +85,11 @@ class TaskAgent:
             except TimeoutError:
                 log.warning("task agent timed out", extra={"limit_s": limit_s})
                 return None
-            except anthropic.APIError as exc:
-                log.warning("task agent model call failed", extra={"error": type(exc).__name__})
+            except OverBudget:
+                log.info("task agent stopped: daily token budget spent")
+                raise
+            except ChatFailed as exc:
+                log.warning("task agent model call failed", extra={"error": exc.outcome})
                 return None
             except Exception:
                 # The member must still get the written reply, whatever broke here.
@@ -111,19 +115,23 @@ class TaskAgent:
         earlier = flatten(await self._store.load(request.channel_id))
         turn: list[Message] = [{"role": "user", "content": task_message(request)}]
         for _ in range(self._limits.max_steps):
-            response = await self._client.messages.create(
-                model=self._model,
-                max_tokens=self._limits.max_tokens,
-                system=system_blocks(request.persona),  # type: ignore[arg-type]
-                messages=[*earlier, *turn],  # type: ignore[list-item]
-                tools=self._toolbox.specs(request.requester_is_staff),  # type: ignore[arg-type]
+            answer = await self._chat.complete(
+                ChatRequest(
+                    Purpose.TASK,
+                    system=system_blocks(request.persona),
+                    messages=[*earlier, *turn],
+                    max_tokens=self._limits.max_tokens,
+                    tools=[
+                        Tool(**spec) for spec in self._toolbox.specs(request.requester_is_staff)
+                    ],
+                    model=self._model,
+                )
             )
-            content = [d for d in map(block_dict, response.content) if d is not None]
-            calls = [b for b in response.content if isinstance(b, ToolUseBlock)]
-            if not calls:
-                return await self._finish(request, turn, content, response.stop_reason)
+            content = answer.blocks()
+            if not answer.tool_calls:
+                return await self._finish(request, turn, content, answer.stop)
             turn.append({"role": "assistant", "content": content})
-            results = await self._results(request, calls, deadline)
+            results = await self._results(request, answer.tool_calls, deadline)
             turn.append({"role": "user", "content": results})
         log.warning("task agent hit the step cap", extra={"max_steps": self._limits.max_steps})
         return None
@@ -133,11 +141,11 @@ class TaskAgent:
         request: TaskRequest,
         turn: list[Message],
         content: list[dict[str, Any]],
-        stop_reason: str | None,
+        stop: Stop,
     ) -> str | None:
         text = final_text(content)
-        if not text or stop_reason == "max_tokens":  # nothing, or an answer cut mid-way
-            log.warning("task agent gave no usable text", extra={"stop_reason": stop_reason})
+        if not text or stop is Stop.MAX_TOKENS:  # nothing, or an answer cut mid-way
+            log.warning("task agent gave no usable text", extra={"stop_reason": stop.value})
             return None
         turn.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
         # The session keeps the request with its attachments named, not their bytes or text.
@@ -152,11 +160,11 @@ class TaskAgent:
         return text
 
     async def _results(
-        self, request: TaskRequest, calls: list[ToolUseBlock], deadline: float
+        self, request: TaskRequest, calls: tuple[ToolCall, ...], deadline: float
     ) -> list[dict[str, Any]]:
         results = []
         for call in calls:
-            args = call.input if isinstance(call.input, dict) else {}
+            args = call.input
             outcome = await self._toolbox.call(
                 request.channel_id,
                 call.name,

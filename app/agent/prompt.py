@@ -43,9 +43,9 @@ class TaskRequest:
     since: datetime | None = None
 
 
-def system_blocks(persona: str) -> list[dict[str, Any]]:
+def system_blocks(persona: str) -> list[str]:
     """The task rules, then the persona last (the seed's beforeTurn hook, on every call)."""
-    return [{"type": "text", "text": TASK_RULES}, {"type": "text", "text": persona}]
+    return [TASK_RULES, persona]
 
 
 def task_message(request: TaskRequest, *, with_content: bool = True) -> str | list[dict[str, Any]]:

@@ -1,22 +1,30 @@
-"""The chat model: a thin wrapper over ``anthropic.AsyncAnthropic`` for open text.
+"""The Anthropic adapter: our ChatRequest as a Messages API call over
+``anthropic.AsyncAnthropic``, its answer as our ChatAnswer (text, tool calls, usage).
 
-Any failure (after the SDK's retries for 429/529/connection errors) or an empty text is one
-typed error, ChatFailed; ChatUnavailable when it was an outage that may pass. Usage is
-recorded per call with its purpose."""
+Any failure (after the SDK's retries for 429/529/connection errors) is one typed error,
+ChatFailed; ChatUnavailable when it was an outage that may pass. The metered client around
+the adapter records usage and checks budgets."""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 import httpx2
-from anthropic.types import MessageParam, TextBlockParam
+from anthropic.types import MessageParam, TextBlockParam, ToolParam
 
-from app.chat.base import ChatFailed, ChatUnavailable, Purpose, Usage
-from app.chat.usage import EMPTY, OK, record_failure, record_usage
+from app.chat.base import (
+    ChatAnswer,
+    ChatFailed,
+    ChatRequest,
+    ChatUnavailable,
+    Stop,
+    Tool,
+    ToolCall,
+    Usage,
+)
 from app.config import Settings
 
 MAX_RETRIES = 2
@@ -64,7 +72,8 @@ def build_anthropic(
 
 
 class AnthropicChat:
-    """The ChatModel: ``system`` blocks become the Messages API system list, in order."""
+    """The Anthropic adapter: ``system`` blocks become the Messages API system list, in
+    order; our blocks are the Messages API's own."""
 
     def __init__(
         self, client: anthropic.AsyncAnthropic, *, model: str, timeout_s: float | None = None
@@ -76,34 +85,47 @@ class AnthropicChat:
     def __repr__(self) -> str:
         return f"AnthropicChat(model={self._model!r})"
 
-    async def write(
-        self,
-        purpose: Purpose,
-        *,
-        system: Sequence[str],
-        messages: Sequence[dict[str, Any]],
-        max_tokens: int = 1024,
-    ) -> str:
-        started = time.perf_counter()
+    async def complete(self, request: ChatRequest) -> ChatAnswer:
+        purpose = request.purpose
         try:
             message = await self._client.messages.create(
-                model=self._model,
-                max_tokens=max_tokens,
-                system=_system_blocks(system) or anthropic.omit,
-                messages=[_turn(m) for m in messages],
+                model=request.model or self._model,
+                max_tokens=request.max_tokens,
+                system=_system_blocks(request.system) or anthropic.omit,
+                messages=[_turn(m) for m in request.messages],
+                tools=[_tool(t) for t in request.tools] or anthropic.omit,
+                tool_choice=(
+                    {"type": "tool", "name": request.force_tool}
+                    if request.force_tool
+                    else anthropic.omit
+                ),
                 timeout=self._timeout_s if self._timeout_s is not None else anthropic.NOT_GIVEN,
             )
         except anthropic.AnthropicError as exc:
             outcome = _failure_kind(exc)
-            record_failure(purpose, outcome=outcome, latency_ms=_ms_since(started))
             failed = ChatUnavailable if _passing(exc) else ChatFailed
-            raise failed(f"chat model call failed ({purpose.value}): {outcome}") from exc
+            raise failed(
+                f"chat model call failed ({purpose.value}): {outcome}", outcome=outcome
+            ) from exc
         usage = Usage(purpose, message.usage.input_tokens, message.usage.output_tokens)
         text = "".join(block.text for block in message.content if block.type == "text").strip()
-        record_usage(usage, outcome=OK if text else EMPTY, latency_ms=_ms_since(started))
-        if not text:
-            raise ChatFailed(f"chat model returned no text ({purpose.value})")
-        return text
+        calls = tuple(
+            ToolCall(block.id, block.name, block.input if isinstance(block.input, dict) else {})
+            for block in message.content
+            if block.type == "tool_use"
+        )
+        return ChatAnswer(text, calls, _STOPS.get(message.stop_reason or "", Stop.END), usage)
+
+
+_STOPS = {"tool_use": Stop.TOOL_USE, "max_tokens": Stop.MAX_TOKENS}
+
+
+def _tool(tool: Tool) -> ToolParam:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.input_schema,
+    }
 
 
 def _system_blocks(system: Sequence[str]) -> list[TextBlockParam]:
@@ -131,7 +153,3 @@ def _passing(exc: anthropic.AnthropicError) -> bool:
     return isinstance(exc, anthropic.APIStatusError) and (
         exc.status_code == 429 or exc.status_code >= 500
     )
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000

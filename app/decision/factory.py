@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import anthropic
 import httpx
 
+from app.chat.base import ChatProvider
 from app.config import Settings
 from app.decision.base import AnswerSource, Decider
 from app.decision.client import HttpDecider
 from app.decision.logged import LoggedDecider
-from app.decision.model import AnthropicDecider
+from app.decision.model import ModelDecider
 
 
-def build_decider(
-    settings: Settings, http: httpx.AsyncClient, anthropic_client: anthropic.AsyncAnthropic
-) -> Decider:
+def build_decider(settings: Settings, http: httpx.AsyncClient, provider: ChatProvider) -> Decider:
     """Both modes answer through LoggedDecider (logs, metrics, spend)."""
     source: AnswerSource
     if settings.jev_url:
@@ -23,7 +21,5 @@ def build_decider(
             http, base_url=settings.jev_url, api_key=key, timeout_s=settings.jev_timeout_s
         )
     else:
-        source = AnthropicDecider(
-            anthropic_client, model=settings.jev_model, timeout_s=settings.jev_timeout_s
-        )
+        source = ModelDecider(provider, model=settings.jev_model, timeout_s=settings.jev_timeout_s)
     return LoggedDecider(source)

@@ -1,4 +1,5 @@
-"""The decision model itself: one forced tool call to a small Anthropic model, validated.
+"""The decision model itself: one forced tool call to a small model (through a chat adapter,
+Anthropic or OpenAI-compatible), strictly validated.
 
 It never guesses: a failed call, a timeout or an answer that does not fit the request raise
 a typed error. The decision service serves it over HTTP; with JEV_URL unset the bot asks it
@@ -10,9 +11,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import anthropic
-from anthropic.types import Message, ToolParam
-
+from app.chat.base import (
+    ChatAnswer,
+    ChatFailed,
+    ChatProvider,
+    ChatRequest,
+    Outcome,
+    Purpose,
+    Tool,
+)
 from app.decision.base import DecisionAnswer, NoAnswerReason, NoDecision
 from app.decision.instructions import system_prompt
 from app.decision.vocabulary import Kind, Question
@@ -35,7 +42,7 @@ class BadModelAnswer(NoDecision):
     reason = NoAnswerReason.UNFIT
 
 
-def answer_tool(kind: Kind, options: Sequence[str] | None) -> ToolParam:
+def answer_tool(kind: Kind, options: Sequence[str] | None) -> Tool:
     """The one tool the model must call; its input is exactly the service's answer body."""
     prop: dict[str, Any]
     if kind is Kind.BOOLEAN:
@@ -46,63 +53,65 @@ def answer_tool(kind: Kind, options: Sequence[str] | None) -> ToolParam:
     else:
         name, key = "answer_choice", "choice"
         prop = {"type": "string", "enum": list(options or [])}
-    return {
-        "name": name,
-        "description": "Give your answer to the question. Call this exactly once.",
-        "input_schema": {
+    return Tool(
+        name=name,
+        description="Give your answer to the question. Call this exactly once.",
+        input_schema={
             "type": "object",
             "properties": {key: prop},
             "required": [key],
             "additionalProperties": False,
         },
-    }
+    )
 
 
-class AnthropicDecider:
-    """Asks the model one closed question; raises ModelFailed / ModelTimeout / BadModelAnswer."""
+class ModelDecider:
+    """Asks the model one closed question; raises ModelFailed / ModelTimeout / BadModelAnswer.
+    Its tokens are the decision's (``record_decision_tokens``), not a chat purpose's."""
 
-    def __init__(self, client: anthropic.AsyncAnthropic, *, model: str, timeout_s: float) -> None:
-        self._client = client
+    def __init__(self, provider: ChatProvider, *, model: str, timeout_s: float) -> None:
+        self._provider = provider
         self._model = model
         self._timeout_s = timeout_s
 
     def __repr__(self) -> str:
-        return f"AnthropicDecider(model={self._model!r})"
+        return f"ModelDecider({self._provider!r}, model={self._model!r})"
 
     async def decide(
         self, question: Question, prompt: str, options: Sequence[str] | None
     ) -> DecisionAnswer:
         tool = answer_tool(question.kind, options)
-        message = await self._call(question, prompt, tool)
+        answer = await self._call(question, prompt, tool)
         record_decision_tokens(
             question.value,
-            input_tokens=message.usage.input_tokens,
-            output_tokens=message.usage.output_tokens,
+            input_tokens=answer.usage.input_tokens,
+            output_tokens=answer.usage.output_tokens,
         )
-        calls = [b for b in message.content if b.type == "tool_use" and b.name == tool["name"]]
+        calls = [c for c in answer.tool_calls if c.name == tool.name]
         if len(calls) != 1:
-            raise BadModelAnswer(f"expected one {tool['name']} call, got {len(calls)}")
+            raise BadModelAnswer(f"expected one {tool.name} call, got {len(calls)}")
         try:
             return fit_answer(question.kind, options, calls[0].input)
         except UnfitAnswer as exc:
             raise BadModelAnswer(f"tool input does not fit: {exc}") from None
 
-    async def _call(self, question: Question, prompt: str, tool: ToolParam) -> Message:
+    async def _call(self, question: Question, prompt: str, tool: Tool) -> ChatAnswer:
+        request = ChatRequest(
+            Purpose.DECISION,
+            system=[system_prompt(question)],
+            messages=[{"role": "user", "content": prompt}],
+            max_tokens=MAX_TOKENS,
+            tools=[tool],
+            force_tool=tool.name,
+            model=self._model,
+        )
         try:
-            # The SDK's own timeout bounds each attempt; this bounds attempts plus retries.
+            # The adapter's own timeout bounds each attempt; this bounds attempts plus retries.
             async with asyncio.timeout(self._timeout_s):
-                return await self._client.messages.create(
-                    model=self._model,
-                    max_tokens=MAX_TOKENS,
-                    system=[{"type": "text", "text": system_prompt(question)}],
-                    messages=[{"role": "user", "content": prompt}],
-                    tools=[tool],
-                    tool_choice={"type": "tool", "name": tool["name"]},
-                    timeout=self._timeout_s,
-                )
-        except (TimeoutError, anthropic.APITimeoutError):
+                return await self._provider.complete(request)
+        except TimeoutError:
             raise ModelTimeout("decision model timed out") from None
-        except anthropic.APIStatusError as exc:
-            raise ModelFailed(f"decision model answered {exc.status_code}") from None
-        except anthropic.AnthropicError as exc:
-            raise ModelFailed(f"decision model call failed: {type(exc).__name__}") from None
+        except ChatFailed as exc:
+            if exc.outcome == Outcome.TIMEOUT:
+                raise ModelTimeout("decision model timed out") from None
+            raise ModelFailed(f"decision model call failed: {exc.outcome}") from None

@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anthropic
 import httpx2
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.chat.anthropic import anthropic_client
+from app.chat.anthropic import AnthropicChat, anthropic_client
+from app.chat.base import ChatProvider
 from app.decision.base import NoDecision
-from app.decision.model import AnthropicDecider, ModelTimeout
+from app.decision.model import ModelDecider, ModelTimeout
 from app.decision.wire import DecideRequest, answer_body, token_headers
 from app.jev.settings import JevSettings, load_jev_settings
 from app.kit.spend import spend_scope
@@ -34,10 +34,10 @@ _ANSWERS: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(
-    settings: JevSettings | None = None, *, client: anthropic.AsyncAnthropic | None = None
+    settings: JevSettings | None = None, *, provider: ChatProvider | None = None
 ) -> FastAPI:
     """Build the service. Without arguments, settings come from the environment at startup
-    and the Anthropic client is built (and closed) by the app itself."""
+    and the model's adapter is built (and closed) by the app itself."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -48,10 +48,14 @@ def create_app(
                 "this port may call the model; for local development only"
             )
         async with httpx2.AsyncClient() as http:
-            model = client or anthropic_client(
-                http, timeout_s=config.jev_timeout_s, max_retries=config.jev_max_retries
+            model = provider or AnthropicChat(
+                anthropic_client(
+                    http, timeout_s=config.jev_timeout_s, max_retries=config.jev_max_retries
+                ),
+                model=config.jev_model,
+                timeout_s=config.jev_timeout_s,
             )
-            app.state.decider = AnthropicDecider(
+            app.state.decider = ModelDecider(
                 model, model=config.jev_model, timeout_s=config.jev_timeout_s
             )
             app.state.api_key = config.jev_api_key
@@ -74,7 +78,7 @@ def create_app(
 
     @app.post("/v1/decide", responses=_ANSWERS)
     async def decide(body: DecideRequest, request: Request) -> JSONResponse:
-        decider: AnthropicDecider = request.app.state.decider
+        decider: ModelDecider = request.app.state.decider
         try:
             with spend_scope() as spend:
                 value = await decider.decide(body.question, body.prompt, body.options)

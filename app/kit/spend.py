@@ -13,9 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
+from enum import StrEnum
 from typing import Any
 
 from app.kit.clock import jst_day, utcnow
+
+
+class Budget(StrEnum):
+    PERSON = "person"  # DAILY_TOKENS_PER_USER: the person's tokens, everywhere
+    GUILD = "guild"  # DAILY_TOKENS_PER_GUILD: everyone's tokens in the guild
 
 
 @dataclass
@@ -100,6 +106,28 @@ def paid_by(guild_id: int | None, user_id: int | None) -> Iterator[None]:
         yield
     finally:
         _payer.reset(token)
+
+
+def current_payer() -> Payer:
+    return _payer.get()
+
+
+def unwritten_tokens(payer: Payer, day: date) -> tuple[int, int]:
+    """Tokens spent on ``day`` in the open scopes and not yet written as usage rows: the
+    payer person's and the payer guild's (the outermost scope holds everything inside it)."""
+    scopes = _scopes.get()
+    if not scopes:
+        return 0, 0
+    person = guild = 0
+    for key, spent in scopes[0].usage.items():
+        if key.day != day:
+            continue
+        tokens = spent.input_tokens + spent.output_tokens
+        if payer.user_id is not None and key.user_id == payer.user_id:
+            person += tokens
+        if payer.guild_id is not None and key.guild_id == payer.guild_id:
+            guild += tokens
+    return person, guild
 
 
 def _key(purpose: str) -> UsageKey:

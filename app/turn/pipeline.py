@@ -26,7 +26,7 @@ from prometheus_client import Counter
 from app.agent import TaskRequest
 from app.channel import store as channel_log
 from app.channel.exchange import Place
-from app.chat.base import ChatFailed, ChatUnavailable, Purpose
+from app.chat.base import ChatFailed, ChatUnavailable, OverBudget, Purpose
 from app.commands.answer import InChannel
 from app.commands.authority import Authority
 from app.commands.dispatch import handle_command
@@ -61,7 +61,7 @@ from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
 from app.turn.channels import channel_rules
-from app.turn.limits import Refused, refuse_turn
+from app.turn.limits import OVER_BUDGET, Refused, refuse_turn
 from app.turn.prompt import (
     ChatLine,
     Quoted,
@@ -678,6 +678,9 @@ async def _compose(
     carried = await writer.begin()
     try:
         return await write_reply(services, message, context, memory, carried), False
+    except OverBudget as exc:
+        log.info("reply refused: daily token budget spent", extra={"budget": exc.budget.value})
+        return OVER_BUDGET[exc.budget], True
     except ChatFailed as exc:
         if isinstance(exc, ChatUnavailable) and not attempt.last:
             # An outage: nothing is fixed yet, so the event's retry (seconds, then minutes
@@ -742,10 +745,16 @@ async def run_task(
         author_ids=task_authors(context.conversation, carried.answering, message.author.id),
         since=attempt.since,
     )
-    answer = await services.agent.run(request, budget_s=budget_s)
+    outcome: dict[str, Any]
+    try:
+        answer = await services.agent.run(request, budget_s=budget_s)
+        outcome = {"text": answer}
+    except OverBudget as exc:  # a step found the day's budget spent: the task stops here
+        answer, outcome = None, {"text": OVER_BUDGET[exc.budget], "over_budget": True}
     async with writing(services, attempt, message.author.id) as (session, _):
-        recorded = await steps.record(session, attempt.event_id, Step.TASK, {"text": answer})
-    task_requests.labels(outcome="answered" if answer else "no_answer").inc()
+        recorded = await steps.record(session, attempt.event_id, Step.TASK, outcome)
+    label = "over_budget" if outcome.get("over_budget") else "answered" if answer else "no_answer"
+    task_requests.labels(outcome=label).inc()
     text = recorded.get("text")
     return text if isinstance(text, str) else None
 

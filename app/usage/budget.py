@@ -10,22 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import date
-from enum import StrEnum
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import SessionFactory
 from app.kit.clock import jst_day, utcnow
+from app.kit.spend import Budget as Budget
+from app.kit.spend import current_payer, unwritten_tokens
 from app.kit.versioned import VersionedCache
 from app.privacy import store as register
 from app.services import Services
 from app.usage import store
 
 GuildTokens = VersionedCache[tuple[date, int], int]
-
-
-class Budget(StrEnum):
-    PERSON = "person"  # DAILY_TOKENS_PER_USER: the person's tokens, everywhere
-    GUILD = "guild"  # DAILY_TOKENS_PER_GUILD: everyone's tokens in the guild
 
 
 def exhausted(
@@ -96,3 +93,46 @@ async def background_over_budget(
             per_guild=settings.daily_tokens_per_guild,
             guild_tokens=services.guild_tokens,
         )
+
+
+class SpendGate:
+    """The check before every chat-model call (the metered client asks it): the budget the
+    current payer (``paid_by``) has spent today, counting the usage rows, what an erasure
+    kept, and what this job spent so far and has not written yet. No query for a cap that is
+    unset, or for a call that is nobody's."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionFactory,
+        per_user: int | None,
+        per_guild: int | None,
+        guild_tokens: GuildTokens,
+    ) -> None:
+        self._sessions = sessions
+        self._per_user, self._per_guild = per_user, per_guild
+        self._guild_tokens = guild_tokens
+
+    async def spent(self) -> Budget | None:
+        payer = current_payer()
+        person_capped = self._per_user is not None and payer.user_id is not None
+        guild_capped = self._per_guild is not None and payer.guild_id is not None
+        if not (person_capped or guild_capped):
+            return None
+        day = jst_day(utcnow())
+        person_unwritten, guild_unwritten = unwritten_tokens(payer, day)
+        person = guild = None
+        async with self._sessions() as session:
+            if person_capped and payer.user_id is not None:
+                person = (
+                    await store.person_tokens(session, day, payer.user_id)
+                    + await register.kept_tokens(session, payer.user_id, day)
+                    + person_unwritten
+                )
+            if guild_capped and payer.guild_id is not None:
+                guild_id = payer.guild_id
+                written = await self._guild_tokens.get(
+                    (day, guild_id), lambda: store.guild_tokens(session, day, guild_id)
+                )
+                guild = written + guild_unwritten
+        return exhausted(person, guild, per_user=self._per_user, per_guild=self._per_guild)

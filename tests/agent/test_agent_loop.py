@@ -23,7 +23,9 @@ from app.agent.fake_docker import ExecOutput, FakeContainer, FakeDocker
 from app.agent.fake_jina import FakeJina
 from app.agent.sandbox.base import KILL_AFTER_S
 from app.agent.sandbox.docker import Limits, container_spec
+from app.chat.anthropic import AnthropicChat
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
+from app.chat.metered import MeteredChat
 from app.config import SandboxBackend, Settings, SettingsError
 from app.db import SessionFactory
 from app.kit.attribution import one_line
@@ -58,7 +60,7 @@ class Rig:
         settings = self.settings.model_copy(update=overrides)
         return build_agent(
             settings,
-            anthropic=self.client,
+            chat=MeteredChat(AnthropicChat(self.client, model=settings.chat_model)),
             http=self.http,
             sessions=self.sessions,
             docker_http=docker_http,

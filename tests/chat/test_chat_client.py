@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 from app.chat.anthropic import AnthropicChat, build_anthropic
 from app.chat.base import ChatFailed, Purpose
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text
+from app.chat.metered import MeteredChat
 from app.config import Settings
 from app.kit.spend import record_decision, spend_scope
 from tests.support.servers import serve
@@ -34,12 +35,12 @@ async def model_url(model: FakeAnthropic) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def chat(model_url: str) -> AsyncIterator[AnthropicChat]:
+async def chat(model_url: str) -> AsyncIterator[MeteredChat]:
     async with httpx2.AsyncClient() as http:
         client = anthropic.AsyncAnthropic(
             api_key="chat-key", base_url=model_url, http_client=http, max_retries=2, timeout=5
         )
-        yield AnthropicChat(client, model="chat-model")
+        yield MeteredChat(AnthropicChat(client, model="chat-model"))
 
 
 def sample(name: str, **labels: str) -> float:
@@ -47,7 +48,7 @@ def sample(name: str, **labels: str) -> float:
 
 
 async def test_success_sends_system_blocks_in_order_and_records_usage(
-    model: FakeAnthropic, chat: AnthropicChat
+    model: FakeAnthropic, chat: MeteredChat
 ) -> None:
     model.push(Text("  hi Aiko!  "))
     calls = sample("model_calls_total", purpose="reply", outcome="ok")
@@ -76,9 +77,7 @@ async def test_success_sends_system_blocks_in_order_and_records_usage(
     assert sample("model_tokens_total", purpose="reply", direction="output") == tokens_out + 7
 
 
-async def test_overloaded_then_success_is_retried(
-    model: FakeAnthropic, chat: AnthropicChat
-) -> None:
+async def test_overloaded_then_success_is_retried(model: FakeAnthropic, chat: MeteredChat) -> None:
     model.push(Failure(529, retry_after=FAST_RETRY), Text("second time lucky"))
 
     text = await chat.write(Purpose.DIARY, system=["persona"], messages=HELLO)
@@ -88,7 +87,7 @@ async def test_overloaded_then_success_is_retried(
 
 
 async def test_rate_limited_then_success_is_retried(
-    model: FakeAnthropic, chat: AnthropicChat
+    model: FakeAnthropic, chat: MeteredChat
 ) -> None:
     model.push(Failure(429, retry_after=FAST_RETRY), Text("ok now"))
 
@@ -96,7 +95,7 @@ async def test_rate_limited_then_success_is_retried(
     assert "system" not in model.requests[1]
 
 
-async def test_persistent_failure_is_chat_failed(model: FakeAnthropic, chat: AnthropicChat) -> None:
+async def test_persistent_failure_is_chat_failed(model: FakeAnthropic, chat: MeteredChat) -> None:
     model.default = Failure(529, retry_after=FAST_RETRY)
     failed = sample("model_calls_total", purpose="style", outcome="status_529")
 
@@ -109,7 +108,7 @@ async def test_persistent_failure_is_chat_failed(model: FakeAnthropic, chat: Ant
     assert (spend.model_calls, spend.input_tokens) == (1, 0)
 
 
-async def test_bad_request_is_not_retried(model: FakeAnthropic, chat: AnthropicChat) -> None:
+async def test_bad_request_is_not_retried(model: FakeAnthropic, chat: MeteredChat) -> None:
     model.default = Failure(400)
 
     with pytest.raises(ChatFailed):
@@ -119,7 +118,7 @@ async def test_bad_request_is_not_retried(model: FakeAnthropic, chat: AnthropicC
 
 @pytest.mark.parametrize("empty", ["", "   \n"])
 async def test_empty_text_is_chat_failed(
-    model: FakeAnthropic, chat: AnthropicChat, empty: str
+    model: FakeAnthropic, chat: MeteredChat, empty: str
 ) -> None:
     model.push(Text(empty))
 
@@ -134,7 +133,7 @@ async def test_timeout_is_chat_failed(model: FakeAnthropic, model_url: str) -> N
         client = anthropic.AsyncAnthropic(
             api_key="k", base_url=model_url, http_client=http, max_retries=0
         )
-        chat = AnthropicChat(client, model="m", timeout_s=0.1)
+        chat = MeteredChat(AnthropicChat(client, model="m", timeout_s=0.1))
         with pytest.raises(ChatFailed, match="timeout"):
             await chat.write(Purpose.REPLY, system=["p"], messages=HELLO)
 
@@ -158,7 +157,7 @@ async def test_build_anthropic_reads_the_environment(
         client = build_anthropic(bot_settings(), http)
 
         assert (
-            await AnthropicChat(client, model="m").write(
+            await MeteredChat(AnthropicChat(client, model="m")).write(
                 Purpose.REPLY, system=["p"], messages=HELLO
             )
             == "hello"
@@ -179,7 +178,9 @@ async def test_build_anthropic_without_a_key_fails_calls_not_construction(
         client = build_anthropic(bot_settings(), http)
 
         with pytest.raises(ChatFailed, match="status_401"):
-            await AnthropicChat(client, model="m").write(Purpose.REPLY, system=[], messages=HELLO)
+            await MeteredChat(AnthropicChat(client, model="m")).write(
+                Purpose.REPLY, system=[], messages=HELLO
+            )
 
 
 # The spend tracker itself.

@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from prometheus_client import REGISTRY
 
+from app.chat.anthropic import AnthropicChat
 from app.chat.fake import FakeAnthropic, ToolUse
 from app.config import Settings
 from app.decision.base import NoAnswerReason, NoDecision
@@ -314,7 +315,7 @@ async def test_build_decider_uses_the_service_when_jev_url_is_set(
     settings = bot_settings(jev_url=jev_url, jev_api_key="k", jev_timeout_s=2)
     model = anthropic.AsyncAnthropic(api_key="unused", base_url=f"http://127.0.0.1:{free_port()}")
 
-    built = build_decider(settings, http, model)
+    built = build_decider(settings, http, AnthropicChat(model, model="unused"))
 
     assert await built.boolean(Question.IS_TASK, "x") is True
     assert len(jev.requests) == 1
@@ -325,7 +326,8 @@ async def test_build_decider_answers_in_process_without_jev_url(http: httpx.Asyn
     fake.push(ToolUse("answer_probability", {"probability": 0.8}))
     async with serve(fake.app) as url, httpx2.AsyncClient() as http2:
         model = anthropic.AsyncAnthropic(api_key="t", base_url=url, http_client=http2)
-        built = build_decider(bot_settings(jev_model="jev-small"), http, model)
+        provider = AnthropicChat(model, model="unused")
+        built = build_decider(bot_settings(jev_model="jev-small"), http, provider)
 
         with spend_scope() as spend:
             assert await built.probability(Question.WORTH_KEEPING, "x") == 0.8

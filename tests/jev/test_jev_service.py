@@ -11,13 +11,14 @@ import httpx
 import httpx2
 import pytest
 
+from app.chat.anthropic import AnthropicChat
 from app.chat.fake import Delay, Failure, FakeAnthropic, Text, ToolUse
 from app.decision.base import NoAnswerReason
 from app.decision.instructions import INSTRUCTIONS
 from app.decision.logged import LoggedDecider
 from app.decision.model import (
-    AnthropicDecider,
     BadModelAnswer,
+    ModelDecider,
     ModelFailed,
     ModelTimeout,
 )
@@ -55,7 +56,7 @@ async def jev(sdk: anthropic.AsyncAnthropic) -> AsyncIterator[httpx.AsyncClient]
         _env_file=None,
     )
     async with (
-        serve(create_app(settings, client=sdk)) as url,
+        serve(create_app(settings, provider=AnthropicChat(sdk, model="jev-model"))) as url,
         httpx.AsyncClient(base_url=url, headers=AUTH) as client,
     ):
         yield client
@@ -251,7 +252,10 @@ async def test_no_key_with_the_local_development_flag_means_open(
 ) -> None:
     model.push(ToolUse("answer_boolean", {"answer": True}))
     settings = JevSettings(jev_allow_no_key=True, _env_file=None)
-    async with serve(create_app(settings, client=sdk)) as url, httpx.AsyncClient() as http:
+    async with (
+        serve(create_app(settings, provider=AnthropicChat(sdk, model="jev-model"))) as url,
+        httpx.AsyncClient() as http,
+    ):
         response = await http.post(f"{url}/v1/decide", json=ask(Question.IS_TASK))
 
     assert response.json() == {"answer": True}
@@ -318,8 +322,9 @@ async def test_module_app_builds_from_the_environment(
 # The same decider without the HTTP hop.
 
 
-def in_process(sdk: anthropic.AsyncAnthropic, timeout_s: float = 0.5) -> AnthropicDecider:
-    return AnthropicDecider(sdk, model="jev-model", timeout_s=timeout_s)
+def in_process(sdk: anthropic.AsyncAnthropic, timeout_s: float = 0.5) -> ModelDecider:
+    provider = AnthropicChat(sdk, model="jev-model", timeout_s=timeout_s)
+    return ModelDecider(provider, model="jev-model", timeout_s=timeout_s)
 
 
 async def test_in_process_decider_gives_the_same_answers(

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from app.channel.exchange import Exchange, Line
 from app.chat.anthropic import AnthropicChat
 from app.chat.fake import FakeAnthropic
+from app.chat.metered import MeteredChat
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.client import HttpDecider
@@ -62,7 +63,7 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
             sessions=sessions,
             discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
             decider=LoggedDecider(HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0)),
-            chat=AnthropicChat(sdk, model="fake-model"),
+            chat=MeteredChat(AnthropicChat(sdk, model="fake-model")),
             queue=queue,
             bot_user_id=BOT_ID,
         )

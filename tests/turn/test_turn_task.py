@@ -10,20 +10,23 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 from sqlalchemy import text
 
 from app.agent.fake_jina import FakeJina
-from app.chat.fake import Delay, Reply, Text
+from app.chat.fake import Delay, Reply, Text, ToolUse
 from app.config import SandboxBackend, Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.turn.events import handle_event
+from app.turn.limits import OVER_BUDGET
 from app.turn.pipeline import TASK_LIMITED
+from app.usage.budget import Budget
 from app.wiring import open_services
-from tests.support.frames import message_create
+from tests.support.frames import GUILD_ID, message_create
 from tests.support.inbox import enqueue_due_now, inbox_row, make_due
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
@@ -227,3 +230,75 @@ async def test_forgetme_does_not_give_back_the_hours_tasks(
     assert len(agent_calls(stack)) == 1
     receipt = "\n".join(m["content"] for m in stack.discord.dms_to(ALICE))
     assert "1 task you asked for in the last hour" in receipt
+
+
+# -- every step metered (issue 30, HIGH) ------------------------------------------------------
+
+AUTH = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
+
+
+def searching_then(final: Reply, searches: int) -> Callable[[dict[str, Any]], Reply]:
+    """The agent searches ``searches`` times, then answers ``final``; the written reply's
+    call gets WRITTEN."""
+    agent = iter([*(ToolUse("web_search", {"query": f"q{n}"}) for n in range(searches)), final])
+    return lambda body: next(agent, final) if is_agent_call(body) else Text(WRITTEN)
+
+
+async def usage_rows(stack: Stack) -> dict[tuple[str | None, str | None, str], tuple[int, int]]:
+    """GET /usage for today: (guild, person, purpose) -> (calls, tokens)."""
+    async with httpx.AsyncClient(base_url=stack.api, headers=AUTH) as client:
+        body = (await client.get("/usage")).json()
+    return {
+        (r["guildId"], r["userId"], r["purpose"]): (
+            r["calls"],
+            r["inputTokens"] + r["outputTokens"],
+        )
+        for r in body["rows"]
+    }
+
+
+def served_to_agent(stack: Stack) -> tuple[int, int]:
+    """The agent's calls the fake answered, and the tokens it reported for them."""
+    tokens = [
+        i + o
+        for body, (i, o) in zip(stack.model.requests, stack.model.served, strict=True)
+        if is_agent_call(body)
+    ]
+    return len(tokens), sum(tokens)
+
+
+async def test_every_agent_step_is_a_task_call_in_get_usage(task_stack: StackFactory) -> None:
+    async with task_stack(memory_consolidate_every=1000) as stack:
+        stack.jev.answers[Question.IS_TASK] = True
+        stack.model.responder = searching_then(Text(TASK_ANSWER), searches=2)
+        await stack.deliver(task_message("find the release date"))
+        rows = await usage_rows(stack)
+
+    assert [reply["content"] for reply in stack.replies()] == [TASK_ANSWER]
+    steps = served_to_agent(stack)
+    assert steps[0] == 3  # two searches and the answer
+    assert rows[(str(GUILD_ID), str(ALICE), "task")] == steps
+
+
+@pytest.mark.parametrize(
+    ("cap", "budget"),
+    [("daily_tokens_per_user", Budget.PERSON), ("daily_tokens_per_guild", Budget.GUILD)],
+)
+async def test_a_task_stops_at_the_daily_cap_with_the_budget_notice(
+    task_stack: StackFactory, cap: str, budget: Budget
+) -> None:
+    # Nothing is spent before the task, so its first step is allowed; its tokens pass the cap
+    # of one, so the second step is refused before it is sent, and no written reply follows.
+    async with task_stack(memory_consolidate_every=1000, **{cap: 1}) as stack:
+        stack.jev.answers[Question.IS_TASK] = True
+        stack.model.responder = searching_then(Text(TASK_ANSWER), searches=7)
+        await stack.deliver(task_message("search until you are stopped"))
+        rows = await usage_rows(stack)
+
+    assert [reply["content"] for reply in stack.replies()] == [OVER_BUDGET[budget]]
+    assert len(stack.model.requests) == 1  # the one step, no written reply
+    assert rows[(str(GUILD_ID), str(ALICE), "task")] == served_to_agent(stack)
+    refused = REGISTRY.get_sample_value(
+        "model_calls_total", {"purpose": "task", "outcome": "over_budget"}
+    )
+    assert refused is not None and refused >= 1
