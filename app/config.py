@@ -31,6 +31,13 @@ DEFAULT_REACTION_EMOJIS = ("👍", "❤️", "😂", "😮", "🙏", "🎉", "�
 DEFAULT_ATTACHMENT_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
 
 
+class Provider(StrEnum):
+    """The API a model speaks (CHAT_PROVIDER, JEV_PROVIDER)."""
+
+    ANTHROPIC = "anthropic"  # the Messages API
+    OPENAI = "openai"  # any OpenAI-compatible Chat Completions endpoint
+
+
 class SandboxBackend(StrEnum):
     DOCKER = "docker"
     LOCAL = "local"
@@ -104,13 +111,23 @@ class Settings(BaseSettings):
     # Whether the bot converses in DMs; `!memory …` and `!forgetme` work there either way.
     dms_enabled: bool = True
 
+    chat_provider: Provider = Provider.ANTHROPIC
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
+    # For the openai provider; the SDK reads them itself too (a local server may need no key).
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
     chat_model: str = DEFAULT_CHAT_MODEL
     chat_timeout_s: PositiveFloat = 60.0
+    # The work nobody waits on (memory text, consolidation, episodes, diary, style); unset:
+    # CHAT_MODEL.
+    memory_model: str | None = None
+    # The models staff may choose per channel (`!bot channel model`); empty: no choice.
+    chat_models: StrList = Field(default_factory=list)
 
     jev_url: str | None = None
     jev_api_key: SecretStr | None = None
+    jev_provider: Provider = Provider.ANTHROPIC
     jev_model: str = DEFAULT_JEV_MODEL
     jev_timeout_s: PositiveFloat = 10.0
 
@@ -220,6 +237,7 @@ class Settings(BaseSettings):
         "reaction_emojis",
         "discord_attachment_hosts",
         "redis_sentinels",
+        "chat_models",
         mode="before",
     )
     @classmethod
@@ -274,6 +292,9 @@ class Settings(BaseSettings):
         "embeddings_dimensions",
         "anthropic_api_key",
         "anthropic_base_url",
+        "openai_api_key",
+        "openai_base_url",
+        "memory_model",
         "redis_sentinel_password",
         mode="before",
     )
@@ -295,6 +316,15 @@ class Settings(BaseSettings):
     def _decision_service_needs_a_key(self) -> Self:
         if self.jev_url is not None and self.jev_api_key is None:
             raise ValueError("JEV_URL is set without JEV_API_KEY; set the decision service's key")
+        return self
+
+    @model_validator(mode="after")
+    def _openai_needs_model_names(self) -> Self:
+        # The defaults are Claude ids: an OpenAI-compatible server would refuse them.
+        if self.chat_provider is Provider.OPENAI and "chat_model" not in self.model_fields_set:
+            raise ValueError("CHAT_PROVIDER=openai needs CHAT_MODEL (a model the server serves)")
+        if self.jev_provider is Provider.OPENAI and "jev_model" not in self.model_fields_set:
+            raise ValueError("JEV_PROVIDER=openai needs JEV_MODEL (a model the server serves)")
         return self
 
     @model_validator(mode="after")
@@ -333,8 +363,18 @@ class Settings(BaseSettings):
 
     @property
     def decision_model_configured(self) -> bool:
-        """A decision service URL, or an Anthropic key for the in-process decider."""
-        return self.jev_url is not None or self.anthropic_api_key is not None
+        """A decision service URL, or an in-process decider's model: an Anthropic key, or an
+        OpenAI-compatible endpoint (a local one may need no key)."""
+        if self.jev_url is not None:
+            return True
+        if self.jev_provider is Provider.OPENAI:
+            return self.openai_base_url is not None or self.openai_api_key is not None
+        return self.anthropic_api_key is not None
+
+    @property
+    def background_model(self) -> str:
+        """The model for the work nobody waits on: MEMORY_MODEL, or CHAT_MODEL."""
+        return self.memory_model or self.chat_model
 
     @property
     def memory_active(self) -> bool:

@@ -10,8 +10,7 @@ import httpx
 from redis.asyncio import Redis
 
 from app.agent import build_agent
-from app.chat.anthropic import AnthropicChat, build_anthropic
-from app.chat.metered import MeteredChat
+from app.chat.providers import open_adapters
 from app.config import SandboxBackend, Settings
 from app.db import create_engine, create_session_factory
 from app.decision.factory import build_decider
@@ -59,8 +58,6 @@ async def open_services(
         embedder = build_embedder(settings, http)
         if embedder is not None:
             await check_dimensions(embedder, timeout_s=settings.embeddings_query_timeout_s)
-        anthropic = build_anthropic(settings)
-        stack.push_async_callback(anthropic.close)
         bot_id, bot_name = await _identity(settings, discord)
         guild_tokens: VersionedCache[tuple[date, int], int] = VersionedCache(
             Unshared(), ttl_s=GUILD_TOKENS_TTL_S
@@ -71,7 +68,8 @@ async def open_services(
             per_guild=settings.daily_tokens_per_guild,
             guild_tokens=guild_tokens,
         )
-        chat = MeteredChat(AnthropicChat(anthropic, model=settings.chat_model), gate=gate)
+        adapters = await stack.enter_async_context(open_adapters(settings, gate=gate))
+        chat = adapters.chat
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
             agent = build_agent(settings, chat=chat, http=http, sessions=sessions)
@@ -80,13 +78,7 @@ async def open_services(
             settings=settings,
             sessions=sessions,
             discord=discord,
-            decider=build_decider(
-                settings,
-                http,
-                AnthropicChat(
-                    anthropic, model=settings.jev_model, timeout_s=settings.jev_timeout_s
-                ),
-            ),
+            decider=build_decider(settings, http, adapters.decisions),
             chat=chat,
             queue=queue,
             bot_user_id=bot_id,

@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from alembic import command
-from app.config import Settings
+from app.config import DEFAULT_CHAT_MODEL, Provider, Settings
 from app.db import SessionFactory, create_engine, create_session_factory
 from app.dev.local_embeddings import LocalEmbeddings
 from app.discord.fake import MISFITS
@@ -59,6 +59,13 @@ SLOW_PATHS = (
     "test_the_relay_process_imports_nothing",
     "test_two_processes_split_the_shards",
 )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A module marked both_providers runs each test that reaches the settings on both.
+    marked = metafunc.definition.get_closest_marker("both_providers") is not None
+    if marked and "provider" in metafunc.fixturenames:
+        metafunc.parametrize("provider", list(Provider), indirect=True, ids=str)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -107,8 +114,20 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
+def provider(request: pytest.FixtureRequest) -> Provider:
+    """CHAT_PROVIDER for the test: anthropic, unless a module parametrises it
+    (``pytestmark = BOTH_PROVIDERS``) to run its tests on both."""
+    return Provider(getattr(request, "param", Provider.ANTHROPIC))
+
+
+@pytest.fixture
+def settings(database_url: str, provider: Provider) -> Settings:
+    # With openai the chat model is a name the fake serves (the Claude default would be refused
+    # by a real server); the stack points OPENAI_BASE_URL at FakeOpenAI.
+    openai = provider is Provider.OPENAI
     return Settings(
+        chat_provider=provider,
+        chat_model="fake-chat-model" if openai else DEFAULT_CHAT_MODEL,
         database_url=database_url,
         redis_url=REDIS_URL,
         gateway_token="test-gateway-token-3d9f1c7a5b2e8064",

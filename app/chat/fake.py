@@ -96,7 +96,7 @@ class FakeAnthropic:
         if isinstance(reply, Failure):
             return _error(reply)
         n = next(self._ids)
-        usage = {"input_tokens": _count_tokens(body), "output_tokens": 7}
+        usage = {"input_tokens": count_tokens(body), "output_tokens": 7}
         self.served.append((usage["input_tokens"], usage["output_tokens"]))
         content: list[dict[str, Any]] = []
         if reply.text:
@@ -134,6 +134,6 @@ def _error(failure: Failure) -> JSONResponse:
     )
 
 
-def _count_tokens(body: dict[str, Any]) -> int:
+def count_tokens(body: dict[str, Any]) -> int:
     """A rough, deterministic stand-in for the real token count (four characters a token)."""
     return max(1, len(str(body.get("system", ""))) // 4 + len(str(body.get("messages", ""))) // 4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from app.chat.base import (
@@ -27,13 +28,36 @@ class BudgetGate(Protocol):
         ...
 
 
+# The work nobody waits on: it runs on MEMORY_MODEL when one is set.
+BACKGROUND = frozenset({Purpose.MEMORY_TEXT, Purpose.EPISODE, Purpose.DIARY, Purpose.STYLE})
+
+
+@dataclass(frozen=True, slots=True)
+class Models:
+    """Which model a request that names none gets: CHAT_MODEL, or MEMORY_MODEL for the
+    background purposes. None: the adapter's own."""
+
+    chat: str | None = None
+    background: str | None = None
+
+    def of(self, purpose: Purpose) -> str | None:
+        return self.background if purpose in BACKGROUND else self.chat
+
+
 class MeteredChat:
     """The ChatModel: ``provider`` is an adapter (Anthropic, OpenAI-compatible); ``gate``
     None means no budget is checked (no caps, or a bare test)."""
 
-    def __init__(self, provider: ChatProvider, *, gate: BudgetGate | None = None) -> None:
+    def __init__(
+        self,
+        provider: ChatProvider,
+        *,
+        gate: BudgetGate | None = None,
+        models: Models | None = None,
+    ) -> None:
         self._provider = provider
         self._gate = gate
+        self._models = models or Models()
 
     def __repr__(self) -> str:
         return f"MeteredChat({self._provider!r})"
@@ -42,6 +66,8 @@ class MeteredChat:
         if self._gate is not None and (budget := await self._gate.spent()) is not None:
             record_refusal(request.purpose)
             raise OverBudget(budget)
+        if request.model is None:
+            request = replace(request, model=self._models.of(request.purpose))
         started = time.perf_counter()
         try:
             answer = await self._provider.complete(request)

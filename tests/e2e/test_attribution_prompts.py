@@ -22,9 +22,12 @@ from app.nightly.diary import DIARY_SYSTEM
 from app.nightly.style import STYLE_SYSTEM
 from app.structured.consolidation import EPISODE_SYSTEM
 from tests.support.frames import message_create, next_id
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID
 from tests.support.trust_env import GUILD_A, World, tonight, trust_world
+
+pytestmark = BOTH_PROVIDERS
 
 ALICE, BOB, MALLORY = 2001, 2002, 2004
 CHANNEL = 300

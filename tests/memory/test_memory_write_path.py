@@ -31,6 +31,9 @@ from tests.support.memory_env import (
     snapshot,
     writer_request_text,
 )
+from tests.support.providers import BOTH_PROVIDERS
+
+pytestmark = BOTH_PROVIDERS
 
 ALICE, BOB = 11, 22
 

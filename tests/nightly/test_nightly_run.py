@@ -54,8 +54,11 @@ from tests.support.memory_env import (
     memory_env,
     read_ids,
 )
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.queue import InMemoryQueue
 from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
+
+pytestmark = BOTH_PROVIDERS
 
 ALICE, BOB = 11, 22
 CHANNEL = 500

@@ -20,8 +20,11 @@ from app.decision.vocabulary import Question
 from app.kit.clock import utcnow
 from app.nightly.diary import DIARY_SYSTEM
 from tests.support.memory_env import add_message, memories_of
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import running_stack
 from tests.support.worker import drain
+
+pytestmark = BOTH_PROVIDERS
 
 AUTH = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 ALICE, BOB = 11, 22

@@ -13,13 +13,15 @@ from typing import Any
 
 import anthropic
 import httpx
+import openai
 from sqlalchemy import select
 
 from app.channel.exchange import Exchange, Line
-from app.chat.anthropic import AnthropicChat
-from app.chat.fake import FakeAnthropic
-from app.chat.metered import MeteredChat
-from app.config import Settings
+from app.chat.anthropic import AnthropicChat, anthropic_client
+from app.chat.base import ChatProvider
+from app.chat.metered import MeteredChat, Models
+from app.chat.openai import OpenAIChat, openai_client
+from app.config import Provider, Settings
 from app.db import SessionFactory
 from app.decision.client import HttpDecider
 from app.decision.fake import FakeJev
@@ -29,6 +31,7 @@ from app.discord.fake import FakeDiscord
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
 from app.services import Services
+from tests.support.providers import FakeModel, fake_model, serve_model
 from tests.support.queue import InMemoryQueue
 from tests.support.servers import serve
 
@@ -39,7 +42,7 @@ BOT_ID = 1000
 class MemoryEnv:
     services: Services
     jev: FakeJev
-    model: FakeAnthropic
+    model: FakeModel
     discord: FakeDiscord
     sessions: SessionFactory
     queue: InMemoryQueue
@@ -47,23 +50,31 @@ class MemoryEnv:
 
 @asynccontextmanager
 async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncIterator[MemoryEnv]:
-    jev, model, discord = FakeJev(), FakeAnthropic(), FakeDiscord(bot_user_id=BOT_ID)
+    jev, discord = FakeJev(), FakeDiscord(bot_user_id=BOT_ID)
+    model = fake_model(settings.chat_provider)
     async with (
         serve(jev.app) as jev_url,
-        serve(model.app) as model_url,
+        serve_model(model) as model_url,
         serve(discord.app) as discord_url,
         httpx.AsyncClient() as http,
     ):
-        sdk = anthropic.AsyncAnthropic(
-            api_key="test-key", base_url=model_url, max_retries=0, timeout=10.0
-        )
+        sdk: anthropic.AsyncAnthropic | openai.AsyncOpenAI
+        adapter: ChatProvider
+        if settings.chat_provider is Provider.OPENAI:
+            sdk = openai_client(None, timeout_s=10.0, max_retries=0, base_url=model_url)
+            adapter = OpenAIChat(sdk, model="fake-model")
+        else:
+            sdk = anthropic_client(None, timeout_s=10.0, max_retries=0, base_url=model_url)
+            adapter = AnthropicChat(sdk, model="fake-model")
         queue = InMemoryQueue()
         services = Services(
             settings=settings,
             sessions=sessions,
             discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
             decider=LoggedDecider(HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0)),
-            chat=MeteredChat(AnthropicChat(sdk, model="fake-model")),
+            chat=MeteredChat(
+                adapter, models=Models(settings.chat_model, settings.background_model)
+            ),
             queue=queue,
             bot_user_id=BOT_ID,
         )

@@ -14,11 +14,12 @@ import pytest
 from pydantic import SecretStr
 
 from app.agent.fake_jina import FakeJina
-from app.chat.fake import FakeAnthropic, Text
-from app.config import Settings
+from app.chat.fake import Text
+from app.config import Provider, Settings
 from app.decision.fake import FakeJev
 from app.discord.fake import FakeCDN, FakeDiscord
 from app.main import create_app
+from tests.support.providers import FakeModel, fake_model, serve_model
 from tests.support.servers import serve
 from tests.support.worker import drain
 
@@ -33,7 +34,7 @@ class Stack:
     api: str
     discord: FakeDiscord
     jev: FakeJev
-    model: FakeAnthropic
+    model: FakeModel  # FakeAnthropic, or FakeOpenAI with CHAT_PROVIDER=openai
     cdn: FakeCDN
 
     async def post(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -76,18 +77,22 @@ async def running_stack(
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """``discord_app`` serves in place of ``discord.app`` (e.g. a wrapper that holds answers)."""
-    jev, model, cdn = FakeJev(api_key=JEV_KEY), FakeAnthropic(), FakeCDN()
+    jev, model, cdn = FakeJev(api_key=JEV_KEY), fake_model(settings.chat_provider), FakeCDN()
     discord = discord or FakeDiscord(bot_user_id=BOT_ID)
     model.default = Text("Hello from the model!")
     async with (
         serve(jev.app) as jev_url,
-        serve(model.app) as model_url,
+        serve_model(model) as model_url,
         serve(discord_app or discord.app) as discord_url,
         serve(cdn.app) as cdn_url,
     ):
         cdn.base_url = cdn_url
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+        if settings.chat_provider is Provider.OPENAI:
+            monkeypatch.setenv("OPENAI_BASE_URL", model_url)
+            monkeypatch.setenv("OPENAI_API_KEY", "test-openai-key")
+        else:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", model_url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
         configured = settings.model_copy(
             update={
                 "discord_api_base": discord_url,

@@ -21,9 +21,12 @@ from app.models.signals import Signal
 from app.turn.events import handle_event
 from app.wiring import open_services
 from tests.support.frames import message_create, reaction_add
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.waiting import wait_until
 from tests.support.worker import drain
+
+pytestmark = BOTH_PROVIDERS
 
 MENTION = f"<@{BOT_ID}>"
 

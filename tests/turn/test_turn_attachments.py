@@ -29,8 +29,11 @@ from app.models.agent import AgentSession
 from app.models.messages import Message
 from tests.support.frames import message_create
 from tests.support.inbox import inbox_row
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
+
+pytestmark = BOTH_PROVIDERS
 
 MENTION = f"<@{BOT_ID}>"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4

@@ -28,10 +28,13 @@ from app.usage.budget import Budget
 from app.wiring import open_services
 from tests.support.frames import GUILD_ID, message_create
 from tests.support.inbox import enqueue_due_now, inbox_row, make_due
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.servers import serve
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.waiting import wait_until
 from tests.support.worker import drain
+
+pytestmark = BOTH_PROVIDERS
 
 MENTION = f"<@{BOT_ID}>"
 ALICE, BOB = 2001, 2002

@@ -27,7 +27,10 @@ from app.usage import store
 from app.usage.meter import tokens_of, without
 from app.usage.store import EVERYWHERE, Spent
 from tests.support.frames import message_create
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import BOT_ID, Stack, running_stack
+
+pytestmark = BOTH_PROVIDERS
 
 MENTION = f"<@{BOT_ID}>"
 ALICE, BOB, CAROL, STAFF = 2001, 2002, 2003, 2099
