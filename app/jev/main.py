@@ -15,8 +15,8 @@ import httpx2
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.chat.anthropic import AnthropicChat, anthropic_client
 from app.chat.base import ChatProvider
+from app.chat.providers import decision_adapter
 from app.decision.base import NoDecision
 from app.decision.model import ModelDecider, ModelTimeout
 from app.decision.wire import DecideRequest, answer_body, token_headers
@@ -48,12 +48,15 @@ def create_app(
                 "this port may call the model; for local development only"
             )
         async with httpx2.AsyncClient() as http:
-            model = provider or AnthropicChat(
-                anthropic_client(
-                    http, timeout_s=config.jev_timeout_s, max_retries=config.jev_max_retries
-                ),
+            key = config.openai_api_key
+            model = provider or decision_adapter(
+                config.jev_provider,
+                http,
                 model=config.jev_model,
                 timeout_s=config.jev_timeout_s,
+                max_retries=config.jev_max_retries,
+                openai_key=key.get_secret_value() if key else None,
+                openai_base_url=config.openai_base_url,
             )
             app.state.decider = ModelDecider(
                 model, model=config.jev_model, timeout_s=config.jev_timeout_s
