@@ -1,6 +1,6 @@
-"""Admin channel settings: a channel's mode and persona, the same settings as the staff
-commands `!bot channel mode|persona` (docs/operations.md). A change is seen by every worker at its
-next lookup (the directory's cache version is bumped after the commit)."""
+"""Admin channel settings: a channel's mode, persona and chat model, the same settings as the
+staff commands `!bot channel mode|persona|model` (docs/operations.md). A change is seen by every
+worker at its next lookup (the directory's cache version is bumped after the commit)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request
 
 from app.admin.auth import require_admin
-from app.admin.deps import get_sessions
+from app.admin.deps import get_app_settings, get_sessions
+from app.admin.errors import ModelNotAllowed, responses
 from app.admin.schemas import (
     AUTH_ERRORS,
     ChannelSettingsBody,
     ChannelSettingsUpdate,
     OwnChannelSettings,
 )
+from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.directory import store as directory
 from app.directory.store import KEEP, Keep, Known, Mode, Rules
@@ -39,8 +41,11 @@ def _body(channel_id: int, here: Known | None, rules: Rules) -> ChannelSettingsB
         mode=rules.mode.value,
         persona=rules.persona,
         parent_id=str(rules.parent_id) if rules.parent_id is not None else None,
+        model=rules.model,
         own=OwnChannelSettings(
-            mode=own.mode.value if own.mode is not None else None, persona=own.persona
+            mode=own.mode.value if own.mode is not None else None,
+            persona=own.persona,
+            model=own.model,
         ),
     )
 
@@ -59,10 +64,12 @@ async def channel_settings(sessions: Sessions, channel_id: ChannelId) -> Channel
 @router.put(
     "/channels/{channel_id}/settings",
     response_model=ChannelSettingsBody,
-    summary="Set a channel's mode and/or persona (a field left out is unchanged)",
+    summary="Set a channel's mode, persona and/or model (a field left out is unchanged)",
+    responses=responses(ModelNotAllowed),
 )
 async def set_channel_settings(
     sessions: Sessions,
+    settings: Annotated[Settings, Depends(get_app_settings)],
     cache: Annotated[VersionedCache[int, Rules], Depends(get_rules_cache)],
     channel_id: ChannelId,
     update: ChannelSettingsUpdate,
@@ -74,9 +81,14 @@ async def set_channel_settings(
         mode = Mode(update.mode) if update.mode is not None else None
     if "persona" in given:
         persona = update.persona
+    model: str | Keep | None = KEEP
+    if "model" in given:
+        if update.model is not None and update.model not in settings.chat_models:
+            raise ModelNotAllowed()
+        model = update.model
     async with unit_of_work(sessions) as session:  # the body's persona is already clean
         await directory.update_own(
-            session, channel_id, guild_id=None, by=None, mode=mode, persona=persona
+            session, channel_id, guild_id=None, by=None, mode=mode, persona=persona, model=model
         )
     await cache.invalidate()
     async with sessions() as session:

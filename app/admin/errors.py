@@ -39,6 +39,14 @@ class NotFound(AdminError):
         super().__init__(ErrorBody(detail=detail))
 
 
+class ModelNotAllowed(AdminError):
+    # Not 422: that answer is the request validation's, with its own body.
+    status, model, description = 400, ErrorBody, "the model is not one of CHAT_MODELS"
+
+    def __init__(self) -> None:
+        super().__init__(ErrorBody(detail="the model is not one of CHAT_MODELS"))
+
+
 class RunAlreadyRolledBack(AdminError):
     status, model, description = 409, AlreadyRolledBackBody, "the run is already rolled back"
 

@@ -214,6 +214,9 @@ ChannelMode = Literal["mention", "free", "off"]
 class OwnChannelSettings(CamelModel):
     mode: ChannelMode | None = Field(description="set on this channel itself; null: not set")
     persona: str | None = Field(description="set on this channel itself; null: not set")
+    model: str | None = Field(
+        default=None, description="set on this channel itself (one of CHAT_MODELS); null: not set"
+    )
 
 
 class ChannelSettingsBody(CamelModel):
@@ -224,11 +227,14 @@ class ChannelSettingsBody(CamelModel):
     mode: ChannelMode
     persona: str | None = Field(description="added to the persona's style section here")
     parent_id: str | None = Field(description="the parent channel, for a thread")
+    model: str | None = Field(
+        default=None, description="the chat model of replies and tasks here; null: CHAT_MODEL"
+    )
     own: OwnChannelSettings
 
 
 class ChannelSettingsUpdate(CamelModel):
-    """The same settings as `!bot channel mode|persona`. A field left out is unchanged;
+    """The same settings as `!bot channel mode|persona|model`. A field left out is unchanged;
     null unsets it (a thread then follows its parent, a channel the default)."""
 
     model_config = ConfigDict(
@@ -237,6 +243,9 @@ class ChannelSettingsUpdate(CamelModel):
 
     mode: ChannelMode | None = None
     persona: str | None = Field(default=None, min_length=1, max_length=MAX_PERSONA_CHARS)
+    model: str | None = Field(
+        default=None, min_length=1, description="one of CHAT_MODELS (400 otherwise)"
+    )
 
     @field_validator("persona")
     @classmethod

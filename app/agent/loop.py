@@ -124,7 +124,7 @@ class TaskAgent:
                     tools=[
                         Tool(**spec) for spec in self._toolbox.specs(request.requester_is_staff)
                     ],
-                    model=self._model,
+                    model=request.model or self._model,
                 )
             )
             content = answer.blocks()

@@ -41,6 +41,7 @@ class TaskRequest:
     # them is erased.
     author_ids: frozenset[int] = frozenset()
     since: datetime | None = None
+    model: str | None = None  # the channel's chat model; None: CHAT_MODEL
 
 
 def system_blocks(persona: str) -> list[str]:

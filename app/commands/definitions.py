@@ -47,6 +47,9 @@ class Name(StrEnum):
     MODE = "mode"
     PERSONA = "persona"
     PERSONA_CLEAR = "persona-clear"
+    MODEL = "model"
+    MODEL_CLEAR = "model-clear"
+    NAME = "name"
     TEXT = "text"
     USAGE = "usage"
 
@@ -155,6 +158,13 @@ def bot_command() -> dict[str, Any]:
                 _here(),
             ),
             _sub(Name.PERSONA_CLEAR, "Remove the channel's persona addition", _here()),
+            _sub(
+                Name.MODEL,
+                "The chat model I use in the channel (one of CHAT_MODELS)",
+                _option(OptionType.STRING, Name.NAME, "The model", required=True, max_length=200),
+                _here(),
+            ),
+            _sub(Name.MODEL_CLEAR, "Use the default chat model in the channel again", _here()),
         ],
     )
     command = _command(

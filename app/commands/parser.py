@@ -3,7 +3,8 @@
 `!memory show|show all|why <id>|search <words>|export|pause|resume|forget <id>|forget all`
 (also as `@bot memory …`), `!forgetme`, and the staff commands
 `!bot memory <user>|forget-fact <id>|pin <channel|global> <fact>|unpin <id>` and
-`!bot channel [mode <mention|free|off> | persona <text> | persona clear]`, `!bot usage`."""
+`!bot channel [mode <mention|free|off> | persona <text> | persona clear | model <name|clear>]`,
+`!bot usage`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ STAFF_USAGE = (
     "Usage: `!bot memory <user>`, `!bot forget-fact <id>`, "
     "`!bot pin <channel|global> <fact>`, `!bot unpin <id>`, `!bot channel`, "
     "`!bot channel mode <mention|free|off>`, `!bot channel persona <text>`, "
-    "`!bot channel persona clear`, `!bot usage`."
+    "`!bot channel persona clear`, `!bot channel model <name|clear>`, `!bot usage`."
 )
 
 
@@ -112,6 +113,12 @@ class StaffChannelPersona:
 
 
 @dataclass(frozen=True, slots=True)
+class StaffChannelModel:
+    name: str | None  # None: clear it (CHAT_MODEL again)
+    channel_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StaffUsage:
     """`!bot usage`: today's and this month's model calls and tokens here."""
 
@@ -141,6 +148,7 @@ StaffCommand = (
     | StaffChannelShow
     | StaffChannelMode
     | StaffChannelPersona
+    | StaffChannelModel
     | StaffUsage
 )
 Command = MemoryCommand | StaffCommand | ForgetMe | Usage
@@ -229,7 +237,8 @@ def _staff(rest: str) -> StaffCommand | Usage:
 
 
 def _channel(arg: str) -> StaffCommand | Usage:
-    """`!bot channel`, `… mode <mode>`, `… persona <text>` (as typed), `… persona clear`."""
+    """`!bot channel`, `… mode <mode>`, `… persona <text>` (as typed), `… persona clear`,
+    `… model <name>`, `… model clear`."""
     parts = arg.split(maxsplit=1)
     what = parts[0].lower() if parts else ""
     rest = parts[1].strip() if len(parts) > 1 else ""
@@ -239,4 +248,6 @@ def _channel(arg: str) -> StaffCommand | Usage:
         return StaffChannelMode(Mode(rest.lower()))
     if what == "persona" and rest:
         return StaffChannelPersona(None if rest.lower() == "clear" else rest)
+    if what == "model" and rest and len(rest.split()) == 1:
+        return StaffChannelModel(None if rest.lower() == "clear" else rest)
     return Usage(STAFF_USAGE)

@@ -23,6 +23,7 @@ from app.commands.parser import (
     MemoryShow,
     MemoryWhy,
     StaffChannelMode,
+    StaffChannelModel,
     StaffChannelPersona,
     StaffChannelShow,
     StaffForgetFact,
@@ -132,6 +133,10 @@ def _channel(rest: Sequence[str], values: dict[str, Any]) -> Command:
             return StaffChannelPersona(text.strip(), channel_id)
         case (Name.PERSONA_CLEAR,):
             return StaffChannelPersona(None, channel_id)
+        case (Name.MODEL,) if isinstance(name := values.get(Name.NAME), str) and name.strip():
+            return StaffChannelModel(name.strip(), channel_id)
+        case (Name.MODEL_CLEAR,):
+            return StaffChannelModel(None, channel_id)
     return Usage(STAFF_USAGE)
 
 

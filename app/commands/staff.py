@@ -21,6 +21,7 @@ from app.commands.authority import Authority, Refusal
 from app.commands.invocation import Invocation
 from app.commands.parser import (
     StaffChannelMode,
+    StaffChannelModel,
     StaffChannelPersona,
     StaffChannelShow,
     StaffCommand,
@@ -111,7 +112,7 @@ async def run_staff_command(
             await _pin(act, scope, fact)
         case StaffUnpin(pin_id=pin_id):
             await _unpin(act, pin_id)
-        case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona():
+        case StaffChannelShow() | StaffChannelMode() | StaffChannelPersona() | StaffChannelModel():
             await _channel_setting(act, command)
         case StaffUsage():
             log_act(authority, "staff usage shown")
@@ -236,14 +237,28 @@ def describe_rules(channel_id: int, rules: Rules) -> str:
         if rules.persona
         else "no channel persona"
     )
+    model = f"\nchat model ({where(rules.model_from)}): `{rules.model}`" if rules.model else ""
     return (
-        f"Mode `{rules.mode}` ({where(rules.mode_from)}): {MODE_MEANINGS[rules.mode]}.\n{persona}"
+        f"Mode `{rules.mode}` ({where(rules.mode_from)}): {MODE_MEANINGS[rules.mode]}.\n"
+        f"{persona}{model}"
     )
 
 
-async def _channel_setting(
-    act: Act, command: StaffChannelShow | StaffChannelMode | StaffChannelPersona
-) -> None:
+_SETTING = {StaffChannelMode: "mode", StaffChannelPersona: "persona", StaffChannelModel: "model"}
+ChannelSetting = StaffChannelShow | StaffChannelMode | StaffChannelPersona | StaffChannelModel
+
+
+def model_refusal(name: str, allowed: Sequence[str]) -> str | None:
+    """Pure: why a channel may not use ``name`` (not one of CHAT_MODELS), or None."""
+    if not allowed:
+        return "Not changed: no chat models may be chosen per channel here (CHAT_MODELS is empty)."
+    if name not in allowed:
+        listed = ", ".join(f"`{m}`" for m in allowed)
+        return f"Not changed: `{name}` is not one of the chat models allowed here ({listed})."
+    return None
+
+
+async def _channel_setting(act: Act, command: ChannelSetting) -> None:
     who, authority = act.who, act.authority
     if who.guild_id is None:
         await act.answer.say(CHANNEL_ONLY)
@@ -254,6 +269,12 @@ async def _channel_setting(
             directory.clean_persona(command.text)
         except ValueError as exc:
             await act.answer.say(f"Not changed: {exc}.")
+            return
+    if isinstance(command, StaffChannelModel) and command.name is not None:
+        refused = model_refusal(command.name, act.services.settings.chat_models)
+        if refused is not None:
+            log_act(authority, "staff command refused", command=type(command).__name__)
+            await act.answer.say(refused)
             return
     async with act.services.sessions() as session:
         known, _ = await directory.rules_for(session, channel_id)
@@ -272,9 +293,8 @@ async def _channel_setting(
 
 
 async def _change_channel(
-    act: Act, channel_id: int, command: StaffChannelMode | StaffChannelPersona
+    act: Act, channel_id: int, command: StaffChannelMode | StaffChannelPersona | StaffChannelModel
 ) -> None:
-    is_mode = isinstance(command, StaffChannelMode)
     async with unit_of_work(act.services.sessions) as session:
         await directory.update_own(
             session,
@@ -283,11 +303,12 @@ async def _change_channel(
             by=act.who.user_id,
             mode=command.mode if isinstance(command, StaffChannelMode) else directory.KEEP,
             persona=command.text if isinstance(command, StaffChannelPersona) else directory.KEEP,
+            model=command.name if isinstance(command, StaffChannelModel) else directory.KEEP,
         )
     await act.services.channel_rules.invalidate()
     log_act(
         act.authority,
         "staff channel setting changed",
         channel_id=channel_id,
-        setting="mode" if is_mode else "persona",
+        setting=_SETTING[type(command)],
     )

@@ -36,6 +36,7 @@ class Own:
 
     mode: Mode | None = None
     persona: str | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class Rules:
     parent_id: int | None = None  # the parent channel, for a thread
     mode_from: int | None = None  # the channel the mode was set on (None: the default)
     persona_from: int | None = None
+    model: str | None = None  # the channel's chat model (None: CHAT_MODEL)
+    model_from: int | None = None
 
 
 DEFAULT = Rules()
@@ -70,6 +73,7 @@ def rules(channel_id: int, known: Known | None, parent: Known | None) -> Rules:
         return DEFAULT
     mode, mode_from = Mode.MENTION, None
     persona, persona_from = None, None
+    model, model_from = None, None
     for source in (parent, known):  # the thread itself last: its own settings win
         if source is None:
             continue
@@ -77,7 +81,9 @@ def rules(channel_id: int, known: Known | None, parent: Known | None) -> Rules:
             mode, mode_from = source.own.mode, source.channel_id
         if source.own.persona is not None:
             persona, persona_from = source.own.persona, source.channel_id
-    return Rules(mode, persona, known.parent_id, mode_from, persona_from)
+        if source.own.model is not None:
+            model, model_from = source.own.model, source.channel_id
+    return Rules(mode, persona, known.parent_id, mode_from, persona_from, model, model_from)
 
 
 def clean_persona(text: str) -> str:
@@ -100,7 +106,7 @@ def rules_cache(redis: Redis | None) -> VersionedCache[int, Rules]:
 
 
 def _known(row: Channel) -> Known:
-    own = Own(Mode(row.mode) if row.mode else None, row.persona)
+    own = Own(Mode(row.mode) if row.mode else None, row.persona, row.model)
     return Known(row.id, row.guild_id, row.parent_id, own, placed=row.type is not None)
 
 
@@ -181,6 +187,7 @@ async def update_own(
     by: int | None,
     mode: Mode | Keep | None = KEEP,
     persona: str | Keep | None = KEEP,
+    model: str | Keep | None = KEEP,
 ) -> Own:
     """Change what is set on the channel itself (None: not set here, so a thread follows its
     parent and a channel the default); its place in the directory is kept. The caller
@@ -191,6 +198,8 @@ async def update_own(
     if not isinstance(persona, Keep):  # its author stays with it through later mode changes
         values["persona"] = clean_persona(persona) if persona is not None else None
         values["persona_by"] = by if persona is not None else None
+    if not isinstance(model, Keep):  # checked against CHAT_MODELS by the caller
+        values["model"] = model
     statement = insert(Channel).values(id=channel_id, guild_id=guild_id, **values)
     row = (
         await session.scalars(

@@ -1,5 +1,5 @@
 """The channel directory: where each channel hangs (a thread's parent) and what the operators
-set for it (mode, persona). Owned by app.directory.store alone."""
+set for it (mode, persona, chat model). Owned by app.directory.store alone."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class Channel(Base):
     mode: Mapped[str | None] = mapped_column(Text)
     persona: Mapped[str | None] = mapped_column(Text)
     persona_by: Mapped[Snowflake | None]  # who wrote the persona (null: admin API, or none)
+    model: Mapped[str | None] = mapped_column(Text)  # one of CHAT_MODELS; null: CHAT_MODEL
     settings_by: Mapped[Snowflake | None]  # the staff member who last set them (null: admin API)
     settings_at: Mapped[Timestamp | None]
     updated_at: Mapped[CreatedAt]

@@ -637,6 +637,11 @@ class Writing:
         self._services, self._message, self._rules, self._typing = services, message, rules, typing
         self._carried: Carried | None = None
 
+    @property
+    def model(self) -> str | None:
+        """The channel's chat model (`!bot channel model`); None: CHAT_MODEL."""
+        return self._rules.model
+
     async def begin(self) -> Carried:
         self._typing.start()
         if self._carried is None:
@@ -677,7 +682,8 @@ async def _compose(
             return text, False
     carried = await writer.begin()
     try:
-        return await write_reply(services, message, context, memory, carried), False
+        reply = await write_reply(services, message, context, memory, carried, model=writer.model)
+        return reply, False
     except OverBudget as exc:
         log.info("reply refused: daily token budget spent", extra={"budget": exc.budget.value})
         return OVER_BUDGET[exc.budget], True
@@ -744,6 +750,7 @@ async def run_task(
         attachments=tuple(carried.attachments),
         author_ids=task_authors(context.conversation, carried.answering, message.author.id),
         since=attempt.since,
+        model=writer.model,
     )
     outcome: dict[str, Any]
     try:
@@ -783,6 +790,8 @@ async def write_reply(
     context: Context,
     memory: PromptMemory,
     carried: Carried | None = None,
+    *,
+    model: str | None = None,
 ) -> str:
     """The text path: assemble in the seed's order, generate. Images and files reach the
     chat model here, as content blocks of the message's own turn."""
@@ -798,7 +807,7 @@ async def write_reply(
         labels=labels,
     )
     return await services.chat.write(
-        Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024
+        Purpose.REPLY, system=prompt.system, messages=prompt.messages, max_tokens=1024, model=model
     )
 
 

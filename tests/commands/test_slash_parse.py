@@ -49,6 +49,8 @@ def interaction_data(command: str, values: dict[str, Any] | None = None, **kw: A
         ("!bot channel mode free", "/bot channel mode", {"mode": "free"}),
         ("!bot channel persona Be brief.", "/bot channel persona", {"text": "Be brief."}),
         ("!bot channel persona clear", "/bot channel persona-clear", {}),
+        ("!bot channel model small-model", "/bot channel model", {"name": "small-model"}),
+        ("!bot channel model clear", "/bot channel model-clear", {}),
         ("!bot usage", "/bot usage", {}),
     ],
 )

@@ -174,7 +174,8 @@ async def test_the_admin_api_reads_and_sets_the_same_settings(stack: Stack) -> N
             "mode": "free",
             "persona": "Be brief.",
             "parentId": None,
-            "own": {"mode": "free", "persona": "Be brief."},
+            "model": None,
+            "own": {"mode": "free", "persona": "Be brief.", "model": None},
         }
         for bad in ({"mode": "loud"}, {"persona": "x" * 501}, {"volume": 3}, {"persona": ""}):
             refused = await http.put(f"/channels/{HELP}/settings", json=bad, headers=ADMIN)
@@ -186,7 +187,7 @@ async def test_the_admin_api_reads_and_sets_the_same_settings(stack: Stack) -> N
             "Be brief.",
             str(HELP),
         )
-        assert thread["own"] == {"mode": None, "persona": None}
+        assert thread["own"] == {"mode": None, "persona": None, "model": None}
         kept = await http.put(f"/channels/{HELP}/settings", json={"mode": None}, headers=ADMIN)
         assert (kept.json()["mode"], kept.json()["persona"]) == ("mention", "Be brief.")
 
