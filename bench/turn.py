@@ -1,6 +1,7 @@
 """Benchmark one turn end to end: POST /webhook until the fake Discord receives the reply.
 
     python -m bench.turn [--turns 30] [--warmup 3] [--concurrency 1] [--poll-delay S]
+                         [--providers anthropic,openai]
 
 The real API (uvicorn app.main:app) and the real worker (python -m app worker, long
 running, as deployed) run as their own processes against a fresh database; the decision
@@ -9,7 +10,12 @@ A task agent is configured (fake Jina), so the turn asks is_task as the seed all
 critical path is the emoji questions in parallel + is_task + the reply = 400 ms. Each turn
 speaks in its own channel with 20 earlier messages and a speaker with ten memories; the memory
 job after the reply is awaited before the next turn, outside the measured time. Prints the
-latency, where it goes, and last the ratio of the mean to the critical path."""
+latency, where it goes, and last the ratio of the mean to the critical path. With both
+providers (the default), the same turns run once on each chat adapter (CHAT_PROVIDER, the
+fake Anthropic Messages API or the fake OpenAI-compatible server, same latency), each on a
+fresh database, and the run ends with the OpenAI adapter's ratios to Anthropic's. A provider
+named twice runs twice and its turns are pooled: ``anthropic,openai,openai,anthropic``
+cancels a load that drifts during the run."""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -31,6 +38,8 @@ from redis.asyncio import Redis
 
 from app.agent.fake_jina import FakeJina
 from app.chat.fake import Delay, FakeAnthropic, Text
+from app.chat.fake_openai import FakeOpenAI
+from app.config import Provider
 from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.decision.wire import request_body
@@ -212,7 +221,9 @@ async def run_all(
     return out, time.monotonic() - started
 
 
-async def fake_floor(jev_url: str, model_url: str, rounds: int = 10) -> tuple[float, float]:
+async def fake_floor(
+    jev_url: str, model_url: str, provider: Provider, rounds: int = 10
+) -> tuple[float, float]:
     """Median round trip of one bare call to each fake from here: its fixed latency plus
     HTTP and framework overhead, which the turn pays too and which is not ours."""
     decide = request_body(Question.IS_TASK, "floor", None)
@@ -228,7 +239,8 @@ async def fake_floor(jev_url: str, model_url: str, rounds: int = 10) -> tuple[fl
             (await client.post(jev_url + "/v1/decide", json=decide)).raise_for_status()
             decisions.append(time.monotonic() - started)
             started = time.monotonic()
-            (await client.post(model_url + "/v1/messages", json=message)).raise_for_status()
+            path = "/v1/chat/completions" if provider is Provider.OPENAI else "/v1/messages"
+            (await client.post(model_url + path, json=message)).raise_for_status()
             chats.append(time.monotonic() - started)
     return statistics.median(decisions), statistics.median(chats)
 
@@ -294,6 +306,28 @@ def report(
     print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
 
 
+def chat_model(provider: Provider) -> FakeAnthropic | FakeOpenAI:
+    """The fake the worker's chat adapter speaks to, with the same fixed latency."""
+    if provider is Provider.OPENAI:
+        return FakeOpenAI(responder=answer_slowly)
+    return FakeAnthropic(responder=answer_slowly)
+
+
+def answer_slowly(body: dict[str, Any]) -> Delay:
+    return Delay(CHAT_S, Text("Pasta, obviously!"))
+
+
+def provider_env(provider: Provider, model_url: str) -> dict[str, str]:
+    if provider is Provider.OPENAI:
+        return {
+            "CHAT_PROVIDER": "openai",
+            "CHAT_MODEL": "bench-local-model",
+            "OPENAI_BASE_URL": model_url + "/v1",
+            "OPENAI_API_KEY": "bench-openai-key",
+        }
+    return {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench-anthropic-key"}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=30)
@@ -302,8 +336,42 @@ async def main() -> None:
     parser.add_argument(
         "--poll-delay", type=float, default=None, help="override ARQ's poll delay (diagnosis)"
     )
+    parser.add_argument(
+        "--providers",
+        default="anthropic,openai",
+        help="chat adapters to run, in order, comma-separated (anthropic, openai)",
+    )
     args = parser.parse_args()
+    runs: dict[Provider, list[Timing]] = {}
+    for provider in (Provider(p.strip()) for p in args.providers.split(",") if p.strip()):
+        print(f"== CHAT_PROVIDER={provider.value}")
+        timings, seconds, floor = await run_provider(provider, args)
+        report(timings, seconds, args, floor)
+        runs.setdefault(provider, []).extend(timings)
+    if Provider.ANTHROPIC in runs and Provider.OPENAI in runs:
+        compare(runs[Provider.ANTHROPIC], runs[Provider.OPENAI])
 
+
+def compare(anthropic: list[Timing], openai: list[Timing]) -> None:
+    """The OpenAI adapter's figures over Anthropic's: the whole turn, and the segment the
+    adapter is on (model request -> reply POST, less the fake's fixed latency)."""
+    print("== the OpenAI adapter against the Anthropic adapter, same run, same fakes' latency")
+    a, o = Summary([t.total for t in anthropic]), Summary([t.total for t in openai])
+    print(f"openai/anthropic mean ratio: {o.mean / a.mean:.3f}")
+    print(f"openai/anthropic p50 ratio: {o.p50 / a.p50:.3f}")
+    print(f"openai/anthropic p95 ratio: {o.p95 / a.p95:.3f}")
+    a_call = Summary([t.reply - t.chat for t in anthropic])
+    o_call = Summary([t.reply - t.chat for t in openai])
+    ours_a, ours_o = a_call.mean - CHAT_S * 1000, o_call.mean - CHAT_S * 1000
+    print(
+        f"model request -> reply POST, ours: anthropic {ours_a:.1f} ms, openai {ours_o:.1f} ms "
+        f"(ratio {ours_o / ours_a:.3f}); whole segment ratio {o_call.mean / a_call.mean:.3f}"
+    )
+
+
+async def run_provider(
+    provider: Provider, args: argparse.Namespace
+) -> tuple[list[Timing], float, tuple[float, float]]:
     database_url = await fresh_database(DB)
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -314,7 +382,7 @@ async def main() -> None:
 
     jev = FakeJev(latency=DECISION_S)
     jev.answers[Question.WORTH_KEEPING] = 0.0  # the memory job stops after its first question
-    model = FakeAnthropic(responder=lambda body: Delay(CHAT_S, Text("Pasta, obviously!")))
+    model = chat_model(provider)
     discord = FakeDiscord(bot_user_id=BOT_ID)
     jina = FakeJina()
     fakes = Fakes(Tap(jev.app), Tap(model.app), Tap(discord.app))
@@ -336,8 +404,7 @@ async def main() -> None:
             "DISCORD_BOT_USER_ID": str(BOT_ID),
             "JEV_URL": jev_url,
             "JEV_API_KEY": "bench-jev-key",
-            "ANTHROPIC_BASE_URL": model_url,
-            "ANTHROPIC_API_KEY": "bench-anthropic-key",
+            **provider_env(provider, model_url),
             "JINA_API_KEY": jina.api_key,
             "JINA_SEARCH_URL": jina_url + "/search",
             "JINA_READER_URL": jina_url + "/reader",
@@ -353,7 +420,7 @@ async def main() -> None:
         try:
             url = f"http://127.0.0.1:{port}"
             await wait_healthy(url, api)
-            floor = await fake_floor(jev_url, model_url)
+            floor = await fake_floor(jev_url, model_url, provider)
             await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
             pause = effective_poll_delay(args.poll_delay)
             timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause)
@@ -366,7 +433,7 @@ async def main() -> None:
             for process in (worker, api):
                 process.wait(timeout=15)
     timings.sort(key=lambda t: t.posted)
-    report(timings, seconds, args, floor)
+    return timings, seconds, floor
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ class PageConfig:
     world: World
     gateway_token: str
     admin_secret: str
-    models: str  # "demo" or "anthropic"
+    models: str  # "demo", "anthropic" or "openai"
     models_note: str
 
     def as_json(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from app.config import MemoryRecall, Settings
+from app.config import MemoryRecall, Provider, Settings
 from app.dev import models
 from app.dev.credentials import DevSecrets, SecretsUnreadable, load_or_create
 from app.dev.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedUnavailable
@@ -313,11 +313,14 @@ async def _serve(
     models_socket = _bind(0)
     api_base = f"http://{HOST}:{port}"
     models_base = f"http://{HOST}:{models_socket.getsockname()[1]}"
-    anthropic_key = os.environ.get("ANTHROPIC_API_KEY", "")
-    if anthropic_key:
+    provider = real_models(os.environ)
+    if isinstance(provider, StartFailed):
+        console.error(str(provider))
+        return 1
+    if provider is not None:
         models_app = models.real_jev_app(secrets.jev_api_key)
         jev_url, anthropic_base = models_base, os.environ.get("ANTHROPIC_BASE_URL") or None
-        models_line = f"decision service (Jev) on Anthropic, {models_base}"
+        models_line = f"decision service (Jev) on {provider.value}, {models_base}"
     else:
         nearest = None
         if local_model is not None:  # the demo brain's recall goes by meaning too
@@ -354,8 +357,8 @@ async def _serve(
         world,
         gateway_token=secrets.gateway_token,
         admin_secret=secrets.admin_secret,
-        models="anthropic" if anthropic_key else "demo",
-        models_note="" if anthropic_key else DEMO_NOTE,
+        models=provider.value if provider is not None else "demo",
+        models_note="" if provider is not None else DEMO_NOTE,
     )
     from app.main import create_app
 
@@ -384,7 +387,7 @@ async def _serve(
     console.line("worker", "turns, memory, consolidation, nightly cron at 03:00 JST, sweeper")
     # The one way into the page (its token works once): printed here, never logged.
     console.line("playground", f"{api_base}/playground?t={access.token}")
-    if not anthropic_key:
+    if provider is None:
         console.say(f"note: {DEMO_NOTE}")
     console.say(f"ready in {time.monotonic() - started:.1f} s — Ctrl-C stops everything")
     code = await _supervise(stack, stop, console)
@@ -394,6 +397,24 @@ async def _serve(
 
 
 PLAYGROUND_PER_MINUTE = 120
+
+
+def real_models(environ: MutableMapping[str, str]) -> Provider | StartFailed | None:
+    """Which real models the stack uses: an OpenAI-compatible endpoint when OPENAI_BASE_URL
+    is exported (a local Ollama needs no key and no cloud), else Anthropic with
+    ANTHROPIC_API_KEY, else None (the demo brain). With an endpoint, chat and decisions both
+    speak to it (CHAT_PROVIDER, JEV_PROVIDER), and JEV_MODEL defaults to CHAT_MODEL."""
+    if environ.get("OPENAI_BASE_URL"):
+        if not environ.get("CHAT_MODEL"):
+            return StartFailed(
+                "OPENAI_BASE_URL is exported: export CHAT_MODEL too, a model the server "
+                "serves (e.g. CHAT_MODEL=llama3.1:8b for Ollama)"
+            )
+        environ.setdefault("CHAT_PROVIDER", Provider.OPENAI.value)
+        environ.setdefault("JEV_PROVIDER", Provider.OPENAI.value)
+        environ.setdefault("JEV_MODEL", environ["CHAT_MODEL"])
+        return Provider.OPENAI
+    return Provider.ANTHROPIC if environ.get("ANTHROPIC_API_KEY") else None
 
 
 def _settings(secrets: DevSecrets, world: World, **urls: object) -> Settings:

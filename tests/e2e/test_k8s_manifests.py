@@ -57,12 +57,13 @@ SECRETS_BY_PROCESS = {
         "GATEWAY_TOKEN_PREVIOUS",
         "DISCORD_BOT_TOKEN",
         "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
         "JEV_API_KEY",
         "JINA_API_KEY",
         "EMBEDDINGS_API_KEY",
     },
     "relay": {"DISCORD_BOT_TOKEN", "GATEWAY_TOKEN"},
-    "jev": {"JEV_API_KEY", "ANTHROPIC_API_KEY"},
+    "jev": {"JEV_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
     "migrate": {"DATABASE_URL"},
 }
 # (kind, name, container) of each process, and the settings class it reads.
