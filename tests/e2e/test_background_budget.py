@@ -16,7 +16,10 @@ from app.config import Settings
 from app.db import SessionFactory
 from app.structured.consolidation import EPISODE_SYSTEM
 from tests.support.frames import message_create, next_id
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import BOT_ID, Stack, running_stack
+
+pytestmark = BOTH_PROVIDERS
 
 ALICE, BOB, CAROL, DAVE = 2001, 2002, 2003, 2004
 NAMES = {ALICE: "alice", BOB: "bob", CAROL: "carol", DAVE: "dave"}

@@ -22,7 +22,10 @@ from app.turn.limits import OVER_BUDGET, TURNS_LIMITED
 from app.usage.budget import Budget
 from tests.support.frames import message_create
 from tests.support.inbox import inbox_row
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import BOT_ID, Stack, running_stack
+
+pytestmark = BOTH_PROVIDERS
 
 MENTION = f"<@{BOT_ID}>"
 ALICE, BOB = 2001, 2002

@@ -9,6 +9,9 @@ from app.episodes.store import add_episode, recent_episodes
 from app.structured.consolidation import consolidate_channel
 from tests.support.memory_env import memory_env
 from tests.support.obs_env import episodes_of, responder, say
+from tests.support.providers import BOTH_PROVIDERS
+
+pytestmark = BOTH_PROVIDERS
 
 CHANNEL, OTHER = 500, 501
 ALICE = 11

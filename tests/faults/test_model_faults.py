@@ -18,10 +18,11 @@ from app.turn.pipeline import APOLOGY
 from tests.faults.harness import Tally, count_outcomes
 from tests.support.frames import message_create
 from tests.support.inbox import enqueue_due_now, inbox_row, make_due, set_row
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.stack import BOT_ID, running_stack
 from tests.support.worker import drain
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, BOTH_PROVIDERS]
 
 MODEL_TEXT = "Hello from the model!"  # running_stack's default model answer
 ATTEMPTS = 1 + MAX_RETRIES

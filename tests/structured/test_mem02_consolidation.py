@@ -39,7 +39,10 @@ from tests.support.obs_env import (
     unconsumed_ids,
     writer_speaker,
 )
+from tests.support.providers import BOTH_PROVIDERS
 from tests.support.servers import free_port
+
+pytestmark = BOTH_PROVIDERS
 
 CHANNEL, OTHER = 500, 501
 ALICE, BOB = 11, 22
