@@ -11,11 +11,15 @@ import httpx
 import pytest
 
 from app.chat.fake import Reply, Text, ToolUse
+from app.commands.authority import Refusal
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from tests.support.frames import message_create
 from tests.support.providers import BOTH_PROVIDERS
+from tests.support.slash import CHANNEL as SLASH_CHANNEL
+from tests.support.slash import GUILD as SLASH_GUILD
+from tests.support.slash import slash_world
 from tests.support.stack import BOT_ID, Stack, running_stack, task_agent_settings
 
 pytestmark = BOTH_PROVIDERS
@@ -99,3 +103,23 @@ async def test_the_admin_api_reads_and_sets_the_channels_model(stack: Stack) -> 
     assert put.status_code == 200 and put.json()["model"] == "big-model"
     assert (got["model"], got["own"]["model"], got["mode"]) == ("big-model", "big-model", "mention")
     assert cleared.json()["model"] is None
+
+
+async def test_the_slash_command_is_the_same_command_with_the_same_authority(
+    stack: Stack,
+) -> None:
+    async with slash_world(stack) as slash:
+        member = await slash.use("/bot channel model", {"name": "small-model"}, user=ALICE)
+        [refused] = await slash.answer_of(member)
+        unlisted = await slash.use("/bot channel model", {"name": "gpt-unlisted"}, user=SAM)
+        [not_allowed] = await slash.answer_of(unlisted)
+        chosen = await slash.use("/bot channel model", {"name": "small-model"}, user=SAM)
+        [done] = await slash.answer_of(chosen)
+
+    assert refused["content"] == Refusal.NOT_STAFF
+    assert "`gpt-unlisted` is not one of the chat models allowed here" in not_allowed["content"]
+    assert "chat model (set here): `small-model`" in done["content"]
+    await stack.deliver(
+        message_create(content=f"{MENTION} hi", channel_id=SLASH_CHANNEL, guild_id=SLASH_GUILD)
+    )
+    assert models_asked(stack) == ["small-model"]
