@@ -53,6 +53,12 @@ async def fresh_database(db: str) -> str:
         await conn.execute(f'CREATE DATABASE "{db}"')
     finally:
         await conn.close()
+    return await migrated(db)
+
+
+async def migrated(db: str) -> str:
+    """``db`` migrated to head with alembic (a kept database made by an older revision gets
+    the newer ones); return its DATABASE_URL."""
     url = database_url(db)
     await asyncio.to_thread(
         subprocess.run,

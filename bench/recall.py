@@ -60,7 +60,14 @@ from app.memory import duplicates, store
 from app.memory.recall import CONTEXT_WEIGHT, recall_query
 from app.memory.records import Why
 from app.vocabulary import Actor
-from bench._rig import Summary, asyncpg_dsn, bench_db, database_url, fresh_database
+from bench._rig import (
+    Summary,
+    asyncpg_dsn,
+    bench_db,
+    database_url,
+    fresh_database,
+    migrated,
+)
 from bench.recall_set import HALVES, ConversationSet, Pair, Question, generate
 
 DB = bench_db("_recall")
@@ -321,13 +328,15 @@ async def tune_fusion(
         tallies = await evidence_recall(sessions, about_memories, ids, MEANING, vectors, knobs)
         rows.append((overall(tallies), f"{k:.0f} {words} {meaning}", knobs == SHIPPED))
     _best(rows)
-    print("   crowding, memory questions: neighbours, weight (0: none) → evidence recall")
+    # The neighbours a crowd figure is taken over are the store's (crowds.CROWD_K, written
+    # with the vectors); the weight is the read's.
+    print("   crowding, memory questions: weight of the stored figure (0: none) → evidence recall")
     rows = []
-    for neighbours, weight in itertools.product((5, 10), (0.0, 0.5, 1.0)):
-        fusion = replace(store.FUSION, hub_k=neighbours, hub_weight=weight)
+    for weight in (0.0, 0.5, 1.0, 1.5):
+        fusion = replace(store.FUSION, hub_weight=weight)
         knobs = replace(SHIPPED, memory_fusion=fusion)
         tallies = await evidence_recall(sessions, about_memories, ids, MEANING, vectors, knobs)
-        rows.append((overall(tallies), f"{neighbours} {weight}", knobs == SHIPPED))
+        rows.append((overall(tallies), f"{weight}", knobs == SHIPPED))
     _best(rows)
     print("   fusion, older-message questions: k, meaning weight, floor (sd) → evidence recall")
     rows = []
@@ -479,16 +488,18 @@ _WORDS = (
     "FROM generate_series(1, {length}) WHERE i > 0)"
 )
 # Vectors on every row: random unit-scale directions of the local model's length (their
-# values do not change the cost of comparing them).
+# values do not change the cost of comparing them), and on every memory a crowd figure (made
+# up: the read's cost does not depend on it, and computing 10⁴ × 10⁴ similarities for the
+# one person would take the load far longer).
 SPACE = space_of(MODEL, DIMENSIONS, InputType.FIELD.value)
 _VECTOR = f"ARRAY(SELECT random() - 0.5 FROM generate_series(1, {DIMENSIONS}) WHERE i > 0)"
 _LOAD_MEMORIES = f"""
     INSERT INTO memories (user_id, content, search_tokens, created_at, updated_at,
-                          embedding, embedding_space)
+                          embedding, embedding_space, crowd, crowd_floor)
     SELECT CASE WHEN i % 100 = 0 THEN {PERSON} ELSE 10000 + i % 5000 END,
            array_to_string(w, ' '), w, now() - interval '400 days',
            now() - make_interval(secs => random() * 31536000),
-           CAST(CAST(v AS real[]) AS halfvec), '{SPACE}'
+           CAST(CAST(v AS real[]) AS halfvec), '{SPACE}', 0.9 + random() / 20, 0.9
     FROM (SELECT i, {_WORDS.format(length="5 + i % 12")} AS w, {_VECTOR} AS v
           FROM generate_series(1, $1::bigint) AS i) AS rows
 """
@@ -656,7 +667,7 @@ async def scale(args: argparse.Namespace) -> None:
             seed_s = Summary(samples[(name, RECENT)])
             against(name, (RECENT, seed_s), (WORDS, Summary(samples[(name, WORDS)])))
             against(name, (RECENT, seed_s), (MEANING, Summary(samples[(name, MEANING)])))
-        await explain(sessions, before, rng, max(10, args.reads // 5))
+        await explain(sessions, before, rng, max(30, args.reads // 2))
         await write_cost(sessions, rng, args)
         await embedding_latency(args)
     finally:
@@ -683,22 +694,74 @@ async def explain(
     )
     fusions = {store.MEMORIES: store.FUSION, channel_log.MESSAGES: channel_log.FUSION}
     for table, where, bind, scope, ranking, index in plans:
-        for hybrid in (False, True):
-            ranked_sql = ranked_statement(table, where, hybrid=hybrid).text
-            statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + ranked_sql)
-            times, used = [], False
-            for query, vector in queries(rng, count):
+        ways: dict[str, tuple[str, bool, dict[str, object]]] = {
+            WORDS: (ranked_statement(table, where).text, False, {}),
+            MEANING: (ranked_statement(table, where, hybrid=True).text, True, {}),
+        }
+        if table is store.MEMORIES:
+            # The same read with the crowd computed at read time (as before the figures were
+            # stored), interleaved with the others in the same run: the baseline.
+            ways[READ_TIME] = (read_time_crowd(ways[MEANING][0]), True, READ_TIME_CROWD)
+        times: dict[str, list[float]] = {way: [] for way in ways}
+        used = False
+        for query, vector in queries(rng, count):
+            for way, (sql, hybrid, extra) in ways.items():
                 parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
                 if hybrid:
-                    parameters |= meaning_parameters(vector, fusions[table])
+                    parameters |= meaning_parameters(vector, fusions[table]) | extra
+                statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
                 async with sessions() as session:
                     plan = (await session.execute(statement, parameters)).scalar_one()
                 plan = json.loads(plan) if isinstance(plan, str) else plan
-                times.append(float(plan[0]["Execution Time"]) / 1000)
+                times[way].append(float(plan[0]["Execution Time"]) / 1000)
                 used = used or index in json.dumps(plan)
-            way = MEANING if hybrid else WORDS
-            print(Summary(times).line(f"   {table.table} ranked statement, {way}", 50))
+        for way, taken in times.items():
+            print(Summary(taken).line(f"   {table.table} ranked statement, {way}", 50))
+        if READ_TIME in times:
+            ours, base = Summary(times[MEANING]), Summary(times[READ_TIME])
+            print(
+                f"     {MEANING} (stored crowd figure) / {READ_TIME}: "
+                f"p50 {ours.p50 / base.p50:.2f}  p95 {ours.p95 / base.p95:.2f}"
+            )
         print(f"     {index} serves its probes: {'yes' if used else 'no probe was needed'}")
+
+
+# The meaning leg as it was before the crowd figures were stored (migration 0019): among the
+# 100 nearest, each row's mean similarity to its 10 nearest there, 10⁴ similarities a read.
+_READ_TIME_CROWD = """
+pool AS MATERIALIZED (
+    SELECT c.id, c.at, c.embedding, c.similarity FROM compared c, spread s
+    WHERE c.similarity >= s.mean + :min_meaning * s.sd
+    ORDER BY c.similarity DESC, c.at DESC, c.id DESC LIMIT :hub_pool
+),
+crowd AS (
+    SELECT a.id, coalesce((
+        SELECT avg(n.similarity) FROM (
+            SELECT 1 - (a.embedding <=> b.embedding) AS similarity FROM pool b
+            WHERE b.id <> a.id ORDER BY 1 DESC LIMIT :hub_k
+        ) AS n
+    ), 0) AS density
+    FROM pool a
+),
+meaning AS (
+    SELECT p.id, p.at, row_number() OVER (
+        ORDER BY p.similarity - CAST(:hub_weight AS float8) * c.density DESC, p.at DESC, p.id DESC
+    ) AS place
+    FROM pool p JOIN crowd c ON c.id = p.id
+    ORDER BY place LIMIT :meaning_candidates
+),
+"""
+READ_TIME_CROWD: dict[str, object] = {"hub_pool": 100, "hub_k": 10}
+READ_TIME = "crowd at read time (before)"
+
+
+def read_time_crowd(sql: str) -> str:
+    """The hybrid memory statement with its meaning leg as it was (the baseline)."""
+    start, end = sql.index("-- Hubness"), sql.index("best AS (")
+    compared = "SELECT id, at, crowd, 1 - "
+    assert compared in sql
+    sql = sql[:start] + _READ_TIME_CROWD + sql[end:]
+    return sql.replace(compared, "SELECT id, at, crowd, embedding, 1 - ")
 
 
 async def write_cost(
@@ -810,7 +873,7 @@ async def main() -> None:
 
 async def quality_and_duplicates(args: argparse.Namespace) -> None:
     reuse = args.reuse_quality and await _embedded_set(DB)
-    url = database_url(DB) if reuse else await fresh_database(DB)
+    url = await migrated(DB) if reuse else await fresh_database(DB)
     conn = await asyncpg.connect(asyncpg_dsn(DB))
     engine = create_engine(url, pool_size=2)
     sessions = create_session_factory(engine)
@@ -835,6 +898,7 @@ async def quality_and_duplicates(args: argparse.Namespace) -> None:
                 print("reusing the set and its vectors an earlier run made (--reuse-quality)")
             else:
                 await embed_everything(sessions, embedder)
+            await crowd_figures(sessions)
             questions = [q.text for made, _ in halves.values() for q in made.questions]
             vectors = await query_vectors(embedder, questions)
             await conn.execute("VACUUM ANALYZE")
@@ -879,6 +943,20 @@ async def embed_everything(sessions: SessionFactory, embedder: OpenAICompatible)
         f"back-fill on the local model: {done:,} rows in {elapsed:.0f} s "
         f"({done / elapsed:.0f} rows/s; batches of 64)"
     )
+
+
+async def crowd_figures(sessions: SessionFactory) -> None:
+    """What the back-fill does after the vectors: every memory's crowd figure (those a newer
+    neighbour made wait, and all of a set kept from before they were stored)."""
+    started, done = time.monotonic(), 0
+    while True:
+        async with unit_of_work(sessions) as session:
+            found = await store.refresh_crowds(session, limit=64)
+        if not found:
+            break
+        done += found
+    elapsed = time.monotonic() - started
+    print(f"crowd figures the back-fill computed after the vectors: {done:,} in {elapsed:.1f} s")
 
 
 async def query_vectors(embedder: OpenAICompatible, texts: list[str]) -> dict[str, Embedding]:

@@ -105,10 +105,8 @@ class Fusion:
     # A row takes part only when its similarity is at least this many standard deviations
     # above the sample's mean (scale-free: models differ in how similar unrelated texts are).
     min_meaning: float = -1e9
-    # Hubness reduction among the ``hub_pool`` nearest (0: plain similarity): each loses
-    # ``hub_weight`` × its mean similarity to its ``hub_k`` nearest neighbours among them.
-    hub_pool: int = 100
-    hub_k: int = 5
+    # Hubness reduction (0: plain similarity): each row loses ``hub_weight`` × its crowd
+    # figure, stored by the table's owner (SearchTable.crowd; a table without: nothing).
     hub_weight: float = 0.0
 
 
@@ -123,6 +121,8 @@ class SearchTable:
     table: str
     at: str
     scope: str
+    # The stored crowd figure (an SQL expression; NULL: the table keeps none, no discount).
+    crowd: str = "CAST(NULL AS float8)"
 
     @property
     def keys(self) -> str:
@@ -229,9 +229,9 @@ words AS (
       AND (:min_telling <= 0 OR coalesce(b.telling, false))
 ),
 compared AS MATERIALIZED (
-    SELECT id, at, embedding, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
+    SELECT id, at, crowd, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
     FROM (
-        SELECT id, {at} AS at, embedding FROM {table}
+        SELECT id, {at} AS at, embedding, {crowd} AS crowd FROM {table}
         WHERE {scope} = :scope_id AND {where} AND embedding_space = :space
         ORDER BY {at} DESC, id DESC LIMIT :meaning_sample
     ) AS newest
@@ -239,29 +239,18 @@ compared AS MATERIALIZED (
 spread AS (
     SELECT avg(similarity) AS mean, coalesce(stddev_pop(similarity), 0) AS sd FROM compared
 ),
-pool AS MATERIALIZED (
-    SELECT c.id, c.at, c.embedding, c.similarity FROM compared c, spread s
-    WHERE c.similarity >= s.mean + :min_meaning * s.sd
-    ORDER BY c.similarity DESC, c.at DESC, c.id DESC LIMIT :hub_pool
-),
--- Hubness: a row as near to many of the other nearest rows as to the query (one of a crowd
--- of look-alike notes) says less than one that stands alone near it. Each pooled row's
--- similarity loses :hub_weight × its mean similarity to its :hub_k nearest neighbours in
--- the pool (cross-domain similarity local scaling, CSLS; skipped at weight 0).
-crowd AS (
-    SELECT a.id, CASE WHEN CAST(:hub_weight AS float8) > 0 THEN coalesce((
-        SELECT avg(n.similarity) FROM (
-            SELECT 1 - (a.embedding <=> b.embedding) AS similarity FROM pool b
-            WHERE b.id <> a.id ORDER BY 1 DESC LIMIT :hub_k
-        ) AS n
-    ), 0) ELSE 0 END AS density
-    FROM pool a
-),
+-- Hubness: a row as near to many of the scope's other rows as to the query (one of a crowd
+-- of look-alike notes) says less than one that stands alone near it. Each row's similarity
+-- loses :hub_weight × its stored crowd figure, its mean similarity to its nearest neighbours
+-- in the scope (cross-domain similarity local scaling, CSLS), kept by the table's owner off
+-- the read's path; a row without the figure yet loses nothing.
 meaning AS (
-    SELECT p.id, p.at, row_number() OVER (
-        ORDER BY p.similarity - CAST(:hub_weight AS float8) * c.density DESC, p.at DESC, p.id DESC
+    SELECT c.id, c.at, row_number() OVER (
+        ORDER BY c.similarity - CAST(:hub_weight AS float8) * coalesce(c.crowd, 0) DESC,
+                 c.at DESC, c.id DESC
     ) AS place
-    FROM pool p JOIN crowd c ON c.id = p.id
+    FROM compared c, spread s
+    WHERE c.similarity >= s.mean + :min_meaning * s.sd
     ORDER BY place LIMIT :meaning_candidates
 ),
 best AS (
@@ -304,7 +293,12 @@ def ranked_statement(table: SearchTable, where: str, *, hybrid: bool = False) ->
     best = _HYBRID_BEST if hybrid else _WORDS_BEST
     return text(
         (_HEAD + best + _TAIL).format(
-            table=table.table, at=table.at, scope=table.scope, keys=table.keys, where=where
+            table=table.table,
+            at=table.at,
+            scope=table.scope,
+            keys=table.keys,
+            where=where,
+            crowd=table.crowd,
         )
     )
 
@@ -401,8 +395,6 @@ def meaning_parameters(meaning: Embedding, fusion: Fusion) -> dict[str, object]:
         "fusion_k": fusion.k,
         "words_weight": fusion.words,
         "meaning_weight": fusion.meaning,
-        "hub_pool": max(fusion.hub_pool, fusion.candidates),
-        "hub_k": fusion.hub_k,
         "hub_weight": fusion.hub_weight,
     }
 

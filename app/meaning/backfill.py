@@ -2,7 +2,7 @@
 space (older rows, imports, rows written while the embeddings service was down, every row
 after a change of model), memories first, in committed batches, so a run that stops (a
 deploy, the service down) loses nothing and the next one goes on. What still waits is a
-gauge per table."""
+gauge per table. Then the memories' crowd figures that wait (app/memory/store/crowds.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ BUDGET_S = 45.0  # a run ends in time for the next minute's
 
 EMBEDDINGS_WAITING = Gauge(
     "embeddings_waiting", "Rows waiting for a vector of the current space, by table.", ["table"]
+)
+CROWDS_WAITING = Gauge(
+    "memory_crowds_waiting",
+    "Memories with a vector waiting for their crowd figure (app/memory/store/crowds.py).",
 )
 EMBEDDINGS_WRITTEN = Counter(
     "embeddings_backfilled_total", "Vectors the back-fill wrote, by table.", ["table"]
@@ -80,6 +84,12 @@ async def backfill(
                 written[owner.table] += done
     except EmbeddingFailed as exc:
         log.warning("back-fill paused: embeddings unavailable", extra={"failure": exc.failure})
+    while time.monotonic() < deadline:
+        # The memories' crowd figures: rows whose nearest changed, and any the vectors'
+        # writers left without one (no embeddings call: done even with the service down).
+        async with unit_of_work(services.sessions) as session:
+            if not await memories.refresh_crowds(session, limit=batch):
+                break
     await _measure(services, embedder.space)
     return written
 
@@ -104,3 +114,4 @@ async def _measure(services: Services, space: str) -> None:
     async with services.sessions() as session:
         for owner in OWNERS:
             EMBEDDINGS_WAITING.labels(table=owner.table).set(await owner.count(session, space))
+        CROWDS_WAITING.set(await memories.crowds_waiting(session))

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION
 from sqlalchemy.orm import Mapped, deferred, mapped_column
 
 from app.models.base import Base, CreatedAt, Json, Snowflake, Timestamp
@@ -62,6 +62,11 @@ class Memory(Base):
     # changes without them. Never loaded with the row (raise): read only in SQL.
     embedding: Mapped[Any] = deferred(mapped_column(HALFVEC(), nullable=True), raiseload=True)
     embedding_space: Mapped[str | None] = mapped_column(Text)
+    # Its crowd figure (app/memory/store/crowds.py): the mean similarity of its vector to the
+    # nearest of the person's others, and the least of those; kept by the owner and the
+    # back-fill, cleared by triggers with the vector (migration 0019).
+    crowd: Mapped[float | None] = mapped_column(DOUBLE_PRECISION)
+    crowd_floor: Mapped[float | None] = mapped_column(DOUBLE_PRECISION)
 
     __table_args__ = (
         CheckConstraint(_one_of("source", SOURCES), name="source"),
@@ -80,6 +85,11 @@ class Memory(Base):
             "ix_memories_embedding_space",
             "embedding_space",
             postgresql_where=text("embedding IS NOT NULL"),
+        ),
+        Index(
+            "ix_memories_crowd_waiting",
+            "user_id",
+            postgresql_where=text("embedding IS NOT NULL AND crowd_floor IS NULL"),
         ),
         Index(
             "ix_memories_tokens_missing",

@@ -300,6 +300,58 @@ async def vectors_left(sessions: SessionFactory, vectors: set[str]) -> list[tupl
     return left
 
 
+async def figures_of(
+    sessions: SessionFactory, needles: tuple[str, ...]
+) -> set[tuple[str, str, int]]:
+    """(table, column, row id) of every figure derived from a row's text (a floating-point
+    column of a table with `content` and `embedding`: the crowd figures of migration 0019, and
+    any added later) held beside a row whose text holds one of ``needles``."""
+    found: set[tuple[str, str, int]] = set()
+    async with sessions() as session:
+        for table, column in await _figure_columns(session):
+            for needle in needles:
+                rows = await session.scalars(
+                    text(
+                        f'SELECT id FROM "{table}" WHERE "{column}" IS NOT NULL '
+                        "AND content ILIKE :n"
+                    ),
+                    {"n": f"%{needle}%"},
+                )
+                found.update((table, column, int(i)) for i in rows)
+    return found
+
+
+async def figures_left(
+    sessions: SessionFactory, figures: set[tuple[str, str, int]]
+) -> list[tuple[str, str, int]]:
+    """Which of ``figures`` are still held."""
+    left: list[tuple[str, str, int]] = []
+    async with sessions() as session:
+        for table, column, row in sorted(figures):
+            held = await session.scalar(
+                text(f'SELECT "{column}" IS NOT NULL FROM "{table}" WHERE id = :i'), {"i": row}
+            )
+            if held:
+                left.append((table, column, row))
+    return left
+
+
+async def _figure_columns(session: Any) -> list[tuple[str, str]]:
+    columns = await session.execute(
+        text(
+            "SELECT c.table_name, c.column_name FROM information_schema.columns c "
+            "WHERE c.table_schema = 'public' AND c.data_type IN ('real', 'double precision') "
+            "AND EXISTS (SELECT FROM information_schema.columns e WHERE e.table_schema = 'public' "
+            "AND e.table_name = c.table_name AND e.column_name = 'embedding') "
+            "AND EXISTS (SELECT FROM information_schema.columns t WHERE t.table_schema = 'public' "
+            "AND t.table_name = c.table_name AND t.column_name = 'content')"
+        )
+    )
+    found = [(t, c) for t, c in columns.tuples()]
+    assert ("memories", "crowd") in found
+    return found
+
+
 async def _vector_columns(session: Any) -> list[tuple[str, str]]:
     columns = await session.execute(
         text(
@@ -418,6 +470,8 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
         await backfill_now(stack.settings)  # her messages and memories get their vectors
         hers = await vectors_of(sessions, MARKERS)
         assert len(hers) >= 4, hers  # before the erasure her vectors are there
+        her_figures = await figures_of(sessions, MARKERS)
+        assert her_figures, "her memories' crowd figures"
         # Before the erasure the scan finds her words all over the place.
         assert {table for table, _, _ in await traces_left(sessions, MARKERS)} >= {
             "episodes",
@@ -436,6 +490,7 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
 
         assert await traces_left(sessions, MARKERS) == []  # nothing of what she wrote
         assert await vectors_left(sessions, hers) == []  # nor a vector made from it
+        assert await figures_left(sessions, her_figures) == []  # nor a figure taken from one
         # Nor a row kept under her id where she is a key, not a name (her folded read counts,
         # her model usage: the usage stays in the totals as nobody's).
         assert await rows_keyed_by(sessions, ALICE, ("memory_read_counts", "model_usage")) == {

@@ -20,6 +20,8 @@ from app.memory.store.changes import (
     rewrite_distinct,
     unchanged,
 )
+from app.memory.store.crowds import refresh as refresh_crowds
+from app.memory.store.crowds import waiting as crowds_waiting
 from app.memory.store.embeddings import (
     embeddings_waiting,
     store_embeddings,
@@ -104,6 +106,7 @@ __all__ = [
     "by_ids",
     "change_pages",
     "count",
+    "crowds_waiting",
     "current_for_rollback",
     "delete_one",
     "delete_owned_by",
@@ -130,6 +133,7 @@ __all__ = [
     "record_erasure",
     "redact_content_before",
     "redact_ledger_batch",
+    "refresh_crowds",
     "relevant",
     "replace_mentions",
     "reply_reads",

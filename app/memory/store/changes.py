@@ -26,6 +26,7 @@ from app.memory.records import (
     Why,
     encode,
 )
+from app.memory.store import crowds
 from app.memory.store.rows import (
     _delete,
     _duplicate_of,
@@ -98,6 +99,8 @@ async def add(
     )
     assert row is not None
     record = _record(row)
+    if embedding is not None:
+        await crowds.settle(session, [record.id])
     await _link_sources(session, record.id, sources, why.trigger)
     await _log(session, why, Action.ADD, user_id, record.id, None, encode(record))
     return record
@@ -167,6 +170,8 @@ async def rewrite(
     )
     assert row is not None
     record = _record(row)
+    if embedding is not None and content != current.content:
+        await crowds.settle(session, [record.id])
     await _link_sources(session, record.id, sources, why.trigger)
     await _log(
         session, why, Action.UPDATE, record.user_id, record.id, encode(current), encode(record)

@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.kit import embedded
 from app.kit.embedded import EmbeddedTable, Waiting
 from app.kit.vectors import Embedding
+from app.memory.store import crowds
+from app.memory.store.rows import lock_owners
 
 MEMORY_VECTORS = EmbeddedTable("memories")
 
@@ -20,7 +22,13 @@ async def waiting_embeddings(session: AsyncSession, space: str, *, limit: int) -
 
 
 async def store_embeddings(session: AsyncSession, rows: Sequence[tuple[Waiting, Embedding]]) -> int:
-    return await embedded.store(session, MEMORY_VECTORS, rows)
+    """The vectors, and each row's crowd figure (app/memory/store/crowds.py) under its owner's
+    lock, as the write path computes it."""
+    ids = [row.id for row, _ in rows]
+    await lock_owners(session, await crowds.owners_of(session, ids))
+    written = await embedded.store(session, MEMORY_VECTORS, rows)
+    await crowds.settle(session, ids)
+    return written
 
 
 async def embeddings_waiting(session: AsyncSession, space: str) -> int:

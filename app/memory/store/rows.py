@@ -52,7 +52,7 @@ SEARCH_LIMIT = 10
 
 
 # The ranked reads (MEMORY_RECALL=relevant, `!memory search`, the near-duplicate check).
-MEMORIES = SearchTable("memories", "updated_at", "user_id")
+MEMORIES = SearchTable("memories", "updated_at", "user_id", crowd="crowd")
 
 
 # Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior; the
@@ -65,23 +65,15 @@ MATCHES = replace(RANKING, min_score=1e-9)  # only rows that share a word with t
 
 # By meaning too (EMBEDDINGS_BASE_URL set): chosen on bench/recall.py's tuning half (`--tune`).
 # Short facts: every one of the newest 2000 is compared; the floor keeps `!memory search` to
-# memories clearly nearer the words than the rest. Among the 100 nearest, a memory that is
-# one of a crowd of look-alikes loses its mean similarity to its 10 nearest neighbours
-# there: with multilingual-e5-small, everyday notes ("wants to learn more about …") are near
-# any vague question and crowded out the one fact it was about (tuning half, questions
-# sharing no word: 0.42 → 0.88; across languages 0.38 → 0.83). Ten, not fewer: a memory in
-# the profile's minority language sits among the few others in that language, and five
-# neighbours would count them as its crowd (tests/e2e/test_meaning_turn.py, calligraphy).
-FUSION = Fusion(
-    k=20.0,
-    words=0.5,
-    meaning=2.0,
-    sample=2000,
-    candidates=50,
-    hub_pool=100,
-    hub_k=10,
-    hub_weight=1.0,
-)
+# memories clearly nearer the words than the rest. A memory that is one of a crowd of
+# look-alikes loses its crowd figure, its mean similarity to its 10 nearest among the person's
+# memories (stored per row, app/memory/store/crowds.py): with multilingual-e5-small, everyday
+# notes ("wants to learn more about …") are near any vague question and crowded out the one
+# fact it was about (tuning half, questions sharing no word: 0.42 → 0.95; across languages
+# 0.38 → 0.94). Ten, not fewer: a memory in the profile's minority language sits among the few
+# others in that language, and five neighbours would count them as its crowd
+# (tests/e2e/test_meaning_turn.py, calligraphy).
+FUSION = Fusion(k=20.0, words=0.5, meaning=2.0, sample=2000, candidates=50, hub_weight=1.0)
 MATCHING = replace(FUSION, min_meaning=2.0)
 
 
