@@ -102,8 +102,9 @@ class InChannel:
 class Ephemeral:
     """A slash command: every answer, private or not, goes into the ephemeral response (only
     the asker sees it, in the channel): the deferred response is edited with the first
-    message, follow-ups carry the rest. Editing is idempotent; a follow-up is not, and a job
-    retried after one was sent sends it again."""
+    message, follow-ups carry the rest. Editing is idempotent; a follow-up is not, so each is
+    sent at most once (numbered in order, claimed before it is sent): a retried job edits the
+    first message again and skips the follow-ups it sent or tried."""
 
     def __init__(self, discord: DiscordClient, to: InteractionWebhook) -> None:
         self._discord, self._to = discord, to
@@ -138,4 +139,4 @@ class Ephemeral:
         if first:
             await self._discord.edit_original(self._to, content, files=files)
         else:
-            await self._discord.follow_up(self._to, content, files=files)
+            await self._discord.follow_up(self._to, content, number=self._messages, files=files)

@@ -365,16 +365,28 @@ class DiscordClient:
         return data
 
     async def follow_up(
-        self, to: InteractionWebhook, content: str, *, files: Sequence[Attachment] = ()
-    ) -> dict[str, Any]:
-        """One more ephemeral message answering the interaction."""
+        self,
+        to: InteractionWebhook,
+        content: str,
+        *,
+        number: int,
+        files: Sequence[Attachment] = (),
+    ) -> dict[str, Any] | None:
+        """The ``number``-th follow-up answering the interaction, at most once: Discord takes
+        no nonce here, so each number is claimed (across workers and retried jobs) before it
+        is sent, and a send whose outcome is unknown (a 5xx, no response) is not repeated.
+        None when that follow-up was sent, or tried, before."""
+        key = f"followup:{to.interaction_id}:{number}"
+        if not await self._refusals.claim(key, INTERACTION_TOKEN_S):
+            log.info("interaction follow-up not sent again", extra={"number": number})
+            return None
         route = to.route("POST", "", query="?wait=true")
         body = {"content": content, "allowed_mentions": NO_MENTIONS, "flags": EPHEMERAL}
-        data: dict[str, Any] = await self._send_with_files(route, body, files)
+        data: dict[str, Any] = await self._send_with_files(route, body, files, once=True)
         return data
 
     async def _send_with_files(
-        self, route: _Route, body: dict[str, Any], files: Sequence[Attachment]
+        self, route: _Route, body: dict[str, Any], files: Sequence[Attachment], once: bool = False
     ) -> Any:
         if len(str(body.get("content") or "")) > 2000:
             raise ValueError("an answer carries at most 2000 characters")
@@ -388,7 +400,7 @@ class DiscordClient:
         upload = [
             (f"files[{i}]", (f.filename, f.content, f.content_type)) for i, f in enumerate(files)
         ]
-        return await self._request(route, body, files=upload)
+        return await self._request(route, body, files=upload, once=once)
 
     async def _remember_answered(self, route: _Route) -> None:
         """The callback was made: a second one (another worker, a retried job) is refused at
@@ -406,9 +418,11 @@ class DiscordClient:
         files: Upload = (),
         attempts: int | None = None,
         timeout_s: float | None = None,
+        once: bool = False,
     ) -> Any:
         # One call at a time per bucket, so a quota or a refusal seen by one call holds for
-        # the next.
+        # the next. ``once``: a call that must not be repeated when Discord may have acted on
+        # it (a 5xx, no response); only a 429, which Discord did not act on, is retried.
         max_attempts = attempts or self._max_attempts
         async with self._locks[route.bucket]:
             refused = await self._refusals.recall(route.refusal_keys)
@@ -423,6 +437,8 @@ class DiscordClient:
                 if isinstance(outcome, httpx.Response):
                     return outcome.json() if outcome.content else None
                 failure = outcome
+                if once and not isinstance(outcome, DiscordRateLimited):
+                    break
                 log.warning(
                     "discord call failed, retrying",
                     extra={"route": route.label, "status": outcome.status, "attempt": attempt},

@@ -44,6 +44,11 @@ class Refusals(Protocol):
 
     async def remember(self, key: str, refusal: Refusal, ttl_s: float) -> None: ...
 
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """True the first time ``key`` is claimed within ``ttl_s`` (by any worker): a call
+        Discord cannot de-duplicate (an interaction's follow-up) is made at most once."""
+        ...
+
 
 class LocalRefusals:
     """This process only (a client built without Redis: tests, tools)."""
@@ -51,6 +56,7 @@ class LocalRefusals:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._until: dict[str, tuple[float, Refusal]] = {}
+        self._claimed: dict[str, float] = {}
 
     async def recall(self, keys: list[str]) -> Refusal | None:
         now = self._clock()
@@ -63,12 +69,20 @@ class LocalRefusals:
     async def remember(self, key: str, refusal: Refusal, ttl_s: float) -> None:
         self._until[key] = (self._clock() + ttl_s, refusal)
 
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        now = self._clock()
+        if self._claimed.get(key, 0.0) > now:
+            return False
+        self._claimed[key] = now + ttl_s
+        return True
+
 
 class RedisRefusals:
     """Shared by every worker. Redis failing means nothing is remembered (each worker still
     never retries a 4xx within a call)."""
 
     PREFIX = "discord:refused:"
+    CLAIM = "discord:claimed:"
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
@@ -90,6 +104,14 @@ class RedisRefusals:
             await self._redis.set(self.PREFIX + key, body, px=int(ttl_s * 1000))
         except (RedisError, OSError) as exc:
             log.warning("discord refusal not remembered", extra={"error": repr(exc)})
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        try:
+            return bool(await self._redis.set(self.CLAIM + key, "1", nx=True, px=int(ttl_s * 1000)))
+        except (RedisError, OSError) as exc:
+            # Unknown: make the call (a rare repeat beats an answer never given).
+            log.warning("discord claim not recorded", extra={"error": repr(exc)})
+            return True
 
 
 def _decode(raw: bytes | str) -> Refusal | None:

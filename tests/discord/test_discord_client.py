@@ -13,6 +13,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from redis.asyncio import Redis
 
 from app.discord.client import ALLOWED_MENTIONS, USER_AGENT, DiscordClient, InteractionWebhook
 from app.discord.errors import (
@@ -26,7 +27,7 @@ from app.discord.errors import (
     DiscordUnavailable,
 )
 from app.discord.fake import FakeDiscord, Reaction
-from app.discord.refusals import REFUSAL_TTL_S, LocalRefusals
+from app.discord.refusals import REFUSAL_TTL_S, LocalRefusals, RedisRefusals
 from app.discord.split import message_nonce, split_message
 from tests.support.servers import free_port, serve
 
@@ -567,6 +568,31 @@ async def test_an_interaction_is_acknowledged_once_and_its_expiry_stops_no_other
 
     fake.interactions.clock = lambda: time.monotonic() + 16 * 60  # the token's life is over
     with pytest.raises(DiscordInteractionGone) as gone:
-        await client.follow_up(to, "more")
+        await client.follow_up(to, "more", number=1)
     assert token not in str(gone.value) and token not in repr(to)
     assert (await client.get_me())["id"] == str(fake.bot_user_id)  # the bot's token still works
+
+
+async def test_a_follow_up_is_sent_at_most_once_across_workers_and_retried_jobs(
+    rig: Rig, redis: Redis
+) -> None:
+    """Discord takes no nonce on an interaction's follow-up: one that Discord took but
+    answered with a 500 is not sent again, neither by the same call nor by another worker (or
+    the retried job) asking for the same follow-up; a 429, which Discord did not act on, is."""
+    fake = rig.fake
+    fake.interactions.commands[None] = [{"id": "1", "name": "memory", "options": []}]
+    d = fake.interactions.use("/memory", user_id=7, channel_id=8)
+    to = InteractionWebhook(fake.bot_user_id, int(d["id"]), d["token"])
+    first, retried = (rig.client(refusals=RedisRefusals(redis)) for _ in range(2))
+    await first.respond(to.interaction_id, to.token, {"type": 5, "data": {"flags": 64}})
+    hook = f"POST /webhooks/{fake.bot_user_id}/"
+
+    fake.fail_next(hook, 500, after=True)  # taken, but the answer is lost
+    with pytest.raises(DiscordUnavailable):
+        await first.follow_up(to, "part two", number=1)
+    assert await retried.follow_up(to, "part two", number=1) is None
+    fake.fail_next(hook, 429, retry_after=0.5)
+    assert (await retried.follow_up(to, "part three", number=2)) is not None
+
+    used = fake.interactions.find(d["id"])
+    assert [m["content"] for m in used.followups] == ["part two", "part three"]
