@@ -20,7 +20,7 @@ from app.config import Settings
 class Refusal(StrEnum):
     """The answer to a command its author may not give here (nothing changes)."""
 
-    NOT_STAFF = "Sorry, only staff can use `!bot` commands."
+    NOT_STAFF = "Sorry, only staff can use the bot's staff commands."
     BY_DM = (
         "Not allowed: staff commands sent by DM need an operator. "
         "Give the command in the server it is about."

@@ -85,7 +85,7 @@ async def test_members_and_unlisted_models_are_refused_and_nothing_changes(
     await stack.deliver(said("!bot channel model small-model"))  # Alice is no staff
     await stack.deliver(said("!bot channel model gpt-unlisted", SAM))
     texts = stack.discord.texts_in(GENERAL)
-    assert texts[0] == "Sorry, only staff can use `!bot` commands."
+    assert texts[0] == "Sorry, only staff can use the bot's staff commands."
     assert "`gpt-unlisted` is not one of the chat models allowed here" in texts[1]
 
     await stack.deliver(said(f"{MENTION} hi"))

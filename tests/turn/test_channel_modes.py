@@ -98,7 +98,7 @@ async def test_off_means_no_reply_reaction_or_typing_while_log_and_commands_go_o
 async def test_non_staff_cannot_change_a_channel(stack: Stack) -> None:
     await stack.deliver(said(GENERAL, "!bot channel mode off"))
     await stack.deliver(said(GENERAL, "!bot channel persona Talk like a pirate."))
-    assert bot_texts(stack, GENERAL) == ["Sorry, only staff can use `!bot` commands."] * 2
+    assert bot_texts(stack, GENERAL) == ["Sorry, only staff can use the bot's staff commands."] * 2
     async with httpx.AsyncClient(base_url=stack.api, headers=ADMIN) as admin:
         current = (await admin.get(f"/channels/{GENERAL}/settings")).json()
     assert (current["mode"], current["persona"]) == ("mention", None)
