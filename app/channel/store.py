@@ -93,6 +93,23 @@ def _mentioned(message: MessageCreate) -> list[int]:
     return sorted({user.id for user in message.mentions} | mentions_in(message.content))
 
 
+def as_logged(message: MessageCreate) -> LoggedMessage:
+    """``message`` as ``log_message`` will hold it when no delete or edit came first: what a
+    reader that runs beside the log write sees of it."""
+    return LoggedMessage(
+        id=message.id,
+        channel_id=message.channel_id,
+        guild_id=message.guild_id,
+        author_id=message.author.id,
+        author_name=message.author_name,
+        is_bot=message.author.bot,
+        content=message.content,
+        reply_to_id=message.reply_to_id,
+        created_at=message.timestamp,
+        attachments=described(stored_names(message.attachments)),
+    )
+
+
 async def log_message(
     session: AsyncSession, message: MessageCreate, *, recallable: bool = True
 ) -> LoggedMessage:

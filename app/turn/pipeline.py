@@ -135,17 +135,116 @@ async def run_turn(services: Services, message: MessageCreate, attempt: Attempt)
 
 
 async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -> None:
-    logged = await log_message(services, message, attempt)  # 3
-    if logged is None:
-        return _finish("deleted")  # deleted before we got it: never context, never a turn
-    message, command = logged
+    # 3 is committed while 6, 7 and the limits read and the first questions are asked: they
+    # need the message and its context, not the commit of its log row. Every write of the
+    # turn comes after that commit.
+    logging = asyncio.create_task(log_message(services, message, attempt))
+    try:
+        await _turn(services, message, attempt, logging)
+    finally:
+        await _settle_task(logging)  # cancelled only when the turn failed before it
+
+
+async def _turn(
+    services: Services,
+    message: MessageCreate,
+    attempt: Attempt,
+    logging: asyncio.Task[tuple[MessageCreate, Command | None] | None],
+) -> None:
+    early = await ask_early(services, message, attempt)
+    asking = early.asking if isinstance(early, Asked) else None
+    try:
+        logged = await logging
+        if logged is None:
+            return _finish("deleted")  # deleted before we got it: never context, never a turn
+        if logged[0].content != message.content:
+            early = None  # edited before we got it: what was asked early was about other text
+        message, command = logged
+        if isinstance(early, Refused):
+            return _finish(early)
+        asked = early or await ask_in_order(services, message, command, attempt)
+        if asked is not None:
+            asking = asked.asking
+            await _addressed(services, message, attempt, asked)
+    finally:
+        await _settle_task(asking)  # questions nobody will use (deleted, edited, failed)
+
+
+async def _addressed(
+    services: Services, message: MessageCreate, attempt: Attempt, asked: Asked
+) -> None:
+    # The message's query vector (relevance recall by meaning) is made while the turn reacts,
+    # never in series with it.
+    context = asked.context
+    async with QueryVector.start(services, message, attempt) as meaning:
+        reaction = await react(services, message, context, attempt, asked.asking)  # 8
+        try:
+            if reaction.enough:
+                await reaction.added
+                return _finish("emoji_only")
+            # 9, asked as soon as the emoji answers are in (the reaction is recorded and
+            # added meanwhile), with step 10's memory read overlapped: the read is logged
+            # whichever path answers.
+            wants_task, recalled, _ = await asyncio.gather(
+                decide_task(services, message, context),
+                recall(services, message, context, attempt, meaning),
+                reaction.added,
+            )
+        finally:
+            await _settle_task(reaction.added)
+    reply = await respond(services, message, context, attempt, wants_task, recalled)  # 10
+    await remember(services, message, reply, attempt.event_id)  # 11
+    _finish("reply_failed" if reply.failed else "replied")
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """An addressed turn that may ask its models: its context, and the emoji questions of
+    step 8 in flight (or None when an earlier run of this turn already reacted)."""
+
+    context: Context
+    asking: asyncio.Task[tuple[bool | None, str | None]] | None
+
+
+async def ask_early(
+    services: Services, message: MessageCreate, attempt: Attempt
+) -> Asked | Refused | None:
+    """Beside the log write: a message that mentions the bot as said (no command, replying
+    to no bot message) reads its rules and context, passes the limits and starts its emoji
+    questions. None: the turn goes in order once the message is logged."""
+    if not is_addressed(message, services.bot_user_id):
+        return None
+    if parse_command(message.content, services.bot_user_id) is not None:
+        return None
+    rules, corrected, read = await asyncio.gather(
+        channel_rules(services, message, mentioned=True),
+        _bot_message_corrected(services, message),
+        read_context(services, message, attempt.event_id),
+    )
+    audience = addressing(
+        message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
+    )
+    if audience is not Audience.ADDRESSED or corrected is not None:
+        return None  # 5 and the notices come after the log, in order
+    if refused := await within_limits(services, message, attempt, audience, corrected):
+        return refused
+    context = build_context(services, message, read, rules)
+    return Asked(context, start_emoji_questions(services, message, context))
+
+
+async def ask_in_order(
+    services: Services, message: MessageCreate, command: Command | None, attempt: Attempt
+) -> Asked | None:
+    """Steps 4–7 after the message is logged; None when the turn ends before step 8."""
     if command is not None:  # 4
         who = Invocation.of_message(message, attempt.event_id)
         answer = InChannel(services.discord, who)
         if await command_refused(services, who, answer):
-            return _finish(Refused.COMMAND_LIMITED)
+            _finish(Refused.COMMAND_LIMITED)
+            return None
         await handle_command(services, command, who, answer)
-        return _finish("command")
+        _finish("command")
+        return None
     mentioned = is_addressed(message, services.bot_user_id)
     rules = await channel_rules(services, message, mentioned=mentioned)
     audience = addressing(
@@ -153,26 +252,16 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
     )  # 6, decided before 5: the limits count only messages that would reach a model
     corrected = await _bot_message_corrected(services, message)
     if refused := await within_limits(services, message, attempt, audience, corrected):
-        return _finish(refused)
+        _finish(refused)
+        return None
     await detect_correction(services, message, attempt, corrected)  # 5
     if audience is Audience.DMS_OFF:
         await dms_off_notice(services, message, attempt.event_id)
     if audience is not Audience.ADDRESSED:
-        return _finish(audience.value)
-    # The message's query vector (relevance recall by meaning) is made while the turn reads
-    # its context and reacts, never in series with them.
-    async with QueryVector.start(services, message, attempt) as meaning:
-        context = await load_context(services, message, attempt.event_id, rules)  # 7
-        if await react(services, message, context, attempt):  # 8
-            return _finish("emoji_only")
-        # 9, with step 10's memory read overlapped: the read is logged whichever path answers.
-        wants_task, recalled = await asyncio.gather(
-            decide_task(services, message, context),
-            recall(services, message, context, attempt, meaning),
-        )
-    reply = await respond(services, message, context, attempt, wants_task, recalled)  # 10
-    await remember(services, message, reply, attempt.event_id)  # 11
-    _finish("reply_failed" if reply.failed else "replied")
+        _finish(audience.value)
+        return None
+    context = await load_context(services, message, attempt.event_id, rules)  # 7
+    return Asked(context, start_emoji_questions(services, message, context))
 
 
 @asynccontextmanager
@@ -345,36 +434,68 @@ async def dms_off_notice(services: Services, message: MessageCreate, event_id: s
 TURN_STEPS = (Step.REACT, Step.TASK_GRANT, Step.TASK, Step.REPLY_TEXT, Step.REPLY)
 
 
-async def load_context(
-    services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
-) -> Context:
-    """The last 20 messages, the persona with this guild's style (a DM: the file's) and this
-    channel's addition, and this turn's progress; with MEMORY_RECALL=relevant, also the
-    query recall ranks by and, ahead of the 20, the older messages of this channel that bear
-    on the message (dated)."""
-    rules = rules or Rules()
+@dataclass(frozen=True, slots=True)
+class ContextRead:
+    """Step 7's reads: the channel's last 20 (the message among them once it is logged),
+    the guild's active style, and what an earlier run of this turn already did."""
+
+    recent: list[channel_log.LoggedMessage]
+    style: str | None
+    done: dict[Step, dict[str, Any]]
+
+
+async def read_context(services: Services, message: MessageCreate, event_id: str) -> ContextRead:
     async with services.sessions() as session:
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session, message.guild_id)
         done = await steps.done_many(session, event_id, TURN_STEPS)
+    return ContextRead(recent, style.content if style else None, done)
+
+
+async def load_context(
+    services: Services, message: MessageCreate, event_id: str, rules: Rules | None = None
+) -> Context:
+    """Step 7 for a logged message (see ``build_context``)."""
+    return build_context(services, message, await read_context(services, message, event_id), rules)
+
+
+def build_context(
+    services: Services, message: MessageCreate, read: ContextRead, rules: Rules | None = None
+) -> Context:
+    """The last 20 messages with this one among them (read beside its log write, it is
+    placed as the log will hold it), the persona with this guild's style (a DM: the file's)
+    and this channel's addition, and this turn's progress; with MEMORY_RECALL=relevant, also
+    the query recall ranks by and, ahead of the 20, the older messages of this channel that
+    bear on the message (dated)."""
+    rules = rules or Rules()
+    recent = with_message(read.recent, message)
     query = None
     if services.settings.recall_relevant:
         query = recall_query(message.content, [m.content for m in recent if m.id != message.id])
     full = len(recent) >= channel_log.CONTEXT_SIZE
     conversation = [_line(m) for m in recent]
-    persona = load_persona(
-        services.settings.persona_path, style.content if style else None, rules.persona
-    )
+    persona = load_persona(services.settings.persona_path, read.style, rules.persona)
     humans = [m for m in reversed(recent) if not m.is_bot]
     return Context(
         conversation=conversation,
         persona=persona,
         participant_ids=list(dict.fromkeys(m.author_id for m in humans)),
-        done=done,
+        done=read.done,
         rules=rules,
         query=query,
         earliest=recent[0] if full else None,
     )
+
+
+def with_message(
+    recent: list[channel_log.LoggedMessage], message: MessageCreate
+) -> list[channel_log.LoggedMessage]:
+    """The last 20 as they are once ``message`` is logged: read before its commit, it is
+    missing, and goes in by when it was said."""
+    if any(m.id == message.id for m in recent):
+        return recent
+    merged = sorted([*recent, channel_log.as_logged(message)], key=lambda m: m.created_at)
+    return merged[-channel_log.CONTEXT_SIZE :]
 
 
 async def older_conversation(
@@ -419,30 +540,69 @@ def _labels(message: MessageCreate, context: Context, carried: Carried) -> Label
 # 8. React -------------------------------------------------------------------------------
 
 
-async def react(
-    services: Services, message: MessageCreate, context: Context, attempt: Attempt
-) -> bool:
-    """Add the acknowledgement reaction first; True when an emoji alone is enough."""
-    decided = context.done.get(Step.REACT)
-    if decided is None:
-        prompt = _decision_prompt(message, context)
-        palette = services.settings.reaction_emojis
+def start_emoji_questions(
+    services: Services, message: MessageCreate, context: Context
+) -> asyncio.Task[tuple[bool | None, str | None]] | None:
+    """Step 8's two questions, in parallel, started as soon as the context is known; None
+    when an earlier run of this turn already reacted."""
+    if Step.REACT in context.done:
+        return None
+    prompt = _decision_prompt(message, context)
+    palette = services.settings.reaction_emojis
+
+    async def ask() -> tuple[bool | None, str | None]:
         enough, emoji = await asyncio.gather(
             services.decider.boolean(Question.EMOJI_ENOUGH, prompt),
             services.decider.choice(Question.EMOJI_CHOICE, prompt, palette),
         )
-        async with writing(services, attempt, message.author.id) as (session, _):
-            decided = await steps.record(
-                session,
-                attempt.event_id,
-                Step.REACT,
-                {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True},
-            )
+        return enough, emoji
+
+    return asyncio.create_task(ask())
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """Whether an emoji alone is enough, and the reaction's record and PUT under way."""
+
+    enough: bool
+    added: asyncio.Task[None]
+
+
+async def react(
+    services: Services,
+    message: MessageCreate,
+    context: Context,
+    attempt: Attempt,
+    asking: asyncio.Task[tuple[bool | None, str | None]] | None,
+) -> Reaction:
+    """Add the acknowledgement reaction first: the choice is recorded, then the reaction is
+    added, while the turn goes on to step 9 (nothing there waits for either). The record
+    precedes the PUT: a retry adds the recorded emoji again (a no-op on Discord), where one
+    that asked again might pick another and leave two reactions."""
+    decided = context.done.get(Step.REACT)
+    if decided is None:
+        assert asking is not None  # asked whenever the turn has not reacted yet
+        enough, emoji = await asking
+        decided = {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True}
+        added = asyncio.create_task(_record_and_add(services, message, attempt, decided))
+    else:
+        added = asyncio.create_task(_add_reaction(services, message, str(decided["emoji"])))
+    return Reaction(bool(decided["enough"]), added)
+
+
+async def _record_and_add(
+    services: Services, message: MessageCreate, attempt: Attempt, decided: dict[str, Any]
+) -> None:
+    async with writing(services, attempt, message.author.id) as (session, _):
+        decided = await steps.record(session, attempt.event_id, Step.REACT, decided)
+    await _add_reaction(services, message, str(decided["emoji"]))
+
+
+async def _add_reaction(services: Services, message: MessageCreate, emoji: str) -> None:
     try:
-        await services.discord.add_reaction(message.channel_id, message.id, decided["emoji"])
+        await services.discord.add_reaction(message.channel_id, message.id, emoji)
     except DiscordError as exc:
         log.warning("reaction failed", extra={"error": type(exc).__name__})
-    return bool(decided["enough"])
 
 
 # 9. Task? -------------------------------------------------------------------------------
@@ -509,9 +669,9 @@ async def _embed_once(
     return from_record(kept, space)
 
 
-async def _settle_task(task: asyncio.Task[Embedding | None] | None) -> None:
-    """A vector nobody awaited (the emoji was enough, the turn failed): cancelled, or its
-    outcome collected, so no task outlives its turn."""
+async def _settle_task(task: asyncio.Task[Any] | None) -> None:
+    """A task nobody awaited (a vector when the emoji was enough, anything when the turn
+    failed): cancelled, or its outcome collected, so no task outlives its turn."""
     if task is None:
         return
     if not task.done():
