@@ -93,6 +93,16 @@ def _mentioned(message: MessageCreate) -> list[int]:
     return sorted({user.id for user in message.mentions} | mentions_in(message.content))
 
 
+async def arrived_changed(session: AsyncSession, message: MessageCreate) -> bool:
+    """Whether the log holds, or will hold, the message other than the event says: a delete
+    or edit of it arrived first (its tombstone waits, or a log write already applied it).
+    The tombstone is read first: the write that applies it removes it in the same commit."""
+    if await session.get(MessageTombstone, message.id) is not None:
+        return True
+    row = await session.get(Message, message.id)
+    return row is not None and (row.deleted_at is not None or row.content != message.content)
+
+
 def as_logged(message: MessageCreate) -> LoggedMessage:
     """``message`` as ``log_message`` will hold it when no delete or edit came first: what a
     reader that runs beside the log write sees of it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,13 +53,15 @@ async def handle_event(services: Services, event_id: str, *, deadline: float | N
     is killed (None outside a job); a failure is recorded and retried later by the inbox's
     backoff, or dead-lettered when its attempts are spent. A call Discord refused (a 4xx
     other than 429) ends the event instead: the retry would be refused the same way."""
-    claimed = await _claim(services, event_id)
-    if claimed is None:
+    opened = await _claim(services, event_id)
+    if opened is None:
         return
+    claimed, checked = opened
     try:
-        parsed = IGNORED if is_stub(claimed.payload) else parse_dispatch(claimed.payload)
+        # Unchecked only when the frame did not parse: parsing it again raises the error.
+        parsed = checked.parsed if checked is not None else _parse(claimed)
         with _event_context(parsed, event_id):
-            if isinstance(parsed, Event) and await _may_run(services, parsed, claimed):
+            if isinstance(parsed, Event) and checked is not None and checked.runnable:
                 attempt = Attempt(event_id, _since(parsed, claimed), deadline, claimed.last)
                 await _run(services, parsed, attempt)
             async with unit_of_work(services.sessions) as session:
@@ -66,6 +69,18 @@ async def handle_event(services: Services, event_id: str, *, deadline: float | N
     except Exception as exc:
         await _record_failure(services, event_id, claimed.attempts, type(exc).__name__)
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The claimed frame parsed, and whether its author's erasure leaves it to run."""
+
+    parsed: Event | Ignored
+    runnable: bool
+
+
+def _parse(claimed: inbox.Claimed) -> Event | Ignored:
+    return IGNORED if is_stub(claimed.payload) else parse_dispatch(claimed.payload)
 
 
 async def _run(services: Services, event: Event, attempt: Attempt) -> None:
@@ -80,15 +95,28 @@ async def _run(services: Services, event: Event, attempt: Attempt) -> None:
         )
 
 
-async def _claim(services: Services, event_id: str) -> inbox.Claimed | None:
-    """Count the attempt; None when the event is unknown, done, dead, or just given up."""
+async def _claim(services: Services, event_id: str) -> tuple[inbox.Claimed, Checked | None] | None:
+    """Count the attempt and, in the same transaction, check the author's erasure (one
+    commit before the turn, not two); None when the event is unknown, done, dead, or just
+    given up. A frame that does not parse is left unchecked: its error is recorded as the
+    attempt's failure."""
     async with unit_of_work(services.sessions) as session:
         claimed = await inbox.claim(session, event_id)
+        checked = None
+        if claimed is not None and not claimed.exhausted:
+            try:
+                parsed = _parse(claimed)
+            except Exception:
+                parsed = None
+            if parsed is not None:
+                event = parsed if isinstance(parsed, Event) else None
+                runnable = event is None or await _runnable(session, event, claimed)
+                checked = Checked(parsed, runnable)
     if claimed is not None and claimed.exhausted:
         # Its last attempt never reported back: running it again could kill this worker too.
         await _record_failure(services, event_id, claimed.attempts, JOB_LOST)
         return None
-    return claimed
+    return (claimed, checked) if claimed is not None else None
 
 
 async def _record_failure(services: Services, event_id: str, attempt: int, error: str) -> None:
@@ -130,17 +158,16 @@ def _since(event: Event, claimed: inbox.Claimed) -> datetime:
     return claimed.received_at
 
 
-async def _may_run(services: Services, event: Event, claimed: inbox.Claimed) -> bool:
+async def _runnable(session: AsyncSession, event: Event, claimed: inbox.Claimed) -> bool:
     """False for an event of a person whose erasure began after it (a retry, a replay): it
     is closed unrun. A frame quoting a message of a person since erased (the bot's echo of a
     reply to them, say) keeps only the quote's ids."""
     author = event.author_id
-    async with unit_of_work(services.sessions) as session:
-        since = _since(event, claimed)
-        if author is not None and await register.blocked(session, [author], since=since):
-            log.info("event closed unrun: its author is being or was erased")
-            return False
-        await _forget_erased_quote(session, event, claimed.received_at)
+    since = _since(event, claimed)
+    if author is not None and await register.blocked(session, [author], since=since):
+        log.info("event closed unrun: its author is being or was erased")
+        return False
+    await _forget_erased_quote(session, event, claimed.received_at)
     return True
 
 

@@ -219,13 +219,14 @@ async def ask_early(
     rules, corrected, read = await asyncio.gather(
         channel_rules(services, message, mentioned=True),
         _bot_message_corrected(services, message),
-        read_context(services, message, attempt.event_id),
+        read_context(services, message, attempt.event_id, before_log=True),
     )
     audience = addressing(
         message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
     )
-    if audience is not Audience.ADDRESSED or corrected is not None:
-        return None  # 5 and the notices come after the log, in order
+    if audience is not Audience.ADDRESSED or corrected is not None or read.changed:
+        return None  # 5 and the notices come after the log, in order; so does text we
+        # would not answer (what the log holds is the edit, or nothing)
     if refused := await within_limits(services, message, attempt, audience, corrected):
         return refused
     context = build_context(services, message, read, rules)
@@ -442,14 +443,18 @@ class ContextRead:
     recent: list[channel_log.LoggedMessage]
     style: str | None
     done: dict[Step, dict[str, Any]]
+    changed: bool = False  # read beside the log: a delete or edit of the message came first
 
 
-async def read_context(services: Services, message: MessageCreate, event_id: str) -> ContextRead:
+async def read_context(
+    services: Services, message: MessageCreate, event_id: str, *, before_log: bool = False
+) -> ContextRead:
     async with services.sessions() as session:
+        changed = before_log and await channel_log.arrived_changed(session, message)
         recent = await channel_log.recent_messages(session, message.channel_id)
         style = await runs.active_style(session, message.guild_id)
         done = await steps.done_many(session, event_id, TURN_STEPS)
-    return ContextRead(recent, style.content if style else None, done)
+    return ContextRead(recent, style.content if style else None, done, changed)
 
 
 async def load_context(
@@ -735,22 +740,24 @@ async def respond(
     wants_task: bool,
     recalled: Recalled | None,
 ) -> Reply:
-    """Post one reply, once: the text is fixed before posting, the post is recorded after.
+    """Post one reply, once: the text is fixed as it is posted, the post is recorded after.
     "Bot is typing…" shows from the moment the turn starts writing until just before the
     post (the post itself ends it on Discord)."""
     posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
     if posted is not None:
         return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
-    if planned is None:
-        assert recalled is not None  # recalled whenever the text is not fixed yet
-        memory = recalled.memory
-        context = replace(context, conversation=[*recalled.earlier, *context.conversation])
-        async with Typing(services.discord, message.channel_id) as typing:
-            writer = Writing(services, message, context.rules, typing)
-            planned = await _fix_text(
-                services, message, context, attempt, writer, memory, wants_task
-            )
-    return await _post(services, message, attempt, planned)
+    if planned is not None:  # fixed by an earlier run: posted again (the nonce keeps it one)
+        ids = await _checked_send(services, message, attempt, planned)
+        return await _post(services, message, attempt, planned, ids)
+    assert recalled is not None  # recalled whenever the text is not fixed yet
+    memory = recalled.memory
+    context = replace(context, conversation=[*recalled.earlier, *context.conversation])
+    async with Typing(services.discord, message.channel_id) as typing:
+        writer = Writing(services, message, context.rules, typing)
+        planned, sending = await _fix_text(
+            services, message, context, attempt, writer, memory, wants_task
+        )
+    return await _post(services, message, attempt, planned, await sending)
 
 
 async def _fix_text(
@@ -761,22 +768,43 @@ async def _fix_text(
     writer: Writing,
     memory: PromptMemory,
     wants_task: bool,
-) -> dict[str, Any]:
-    """Compose and record the reply's text. A participant whose memories the prompt held
-    and whose erasure began meanwhile is left out: the text is composed once more without."""
+) -> tuple[dict[str, Any], asyncio.Task[list[int]]]:
+    """Compose the reply's text, and post it while its record commits. A participant whose
+    memories the prompt held and whose erasure began meanwhile is left out: the text is
+    composed once more without. The erasure check precedes the post; the record need not:
+    the post carries the event's nonce with ``enforce_nonce``, so a retry that finds no
+    record (killed before the commit) composes again and Discord hands back the first post
+    rather than making a second."""
     for _ in range(2):
         text, failed = await _compose(
             services, message, context, memory, attempt, writer, wants_task=wants_task
         )
         owners = sorted(memory.owners)
-        async with writing(services, attempt, message.author.id, owners) as (session, gone):
-            if not gone:
-                result = {"text": text, "failed": failed, "owners": [str(o) for o in owners]}
-                return await steps.record(session, attempt.event_id, Step.REPLY_TEXT, result)
+        result = {"text": text, "failed": failed, "owners": [str(o) for o in owners]}
+        sending = None
+        try:
+            async with writing(services, attempt, message.author.id, owners) as (session, gone):
+                if not gone:
+                    await writer.done()
+                    sending = asyncio.create_task(_send(services, message, attempt, result))
+                    result = await steps.record(session, attempt.event_id, Step.REPLY_TEXT, result)
+        except Exception:
+            # The record failed, not the post: it lands, and the retry posts with the same
+            # nonce, so Discord hands this one back.
+            if sending is not None:
+                with contextlib.suppress(Exception):
+                    await sending
+            raise
+        except BaseException:
+            await _settle_task(sending)
+            raise
+        if sending is not None:
+            return result, sending
         again = await recall(services, message, context, attempt)
         assert again is not None
         memory = again.memory
-    return {"text": APOLOGY, "failed": True, "owners": []}
+    planned = {"text": APOLOGY, "failed": True, "owners": []}
+    return planned, asyncio.create_task(_checked_send(services, message, attempt, planned))
 
 
 @dataclass(frozen=True, slots=True)
@@ -801,6 +829,10 @@ class Writing:
     def model(self) -> str | None:
         """The channel's chat model (`!bot channel model`); None: CHAT_MODEL."""
         return self._rules.model
+
+    async def done(self) -> None:
+        """The text is written: typing stops before the post, so no indicator outlives it."""
+        await self._typing.stop()
 
     async def begin(self) -> Carried:
         self._typing.start()
@@ -971,24 +1003,45 @@ async def write_reply(
     )
 
 
-async def _post(
+async def _checked_send(
     services: Services, message: MessageCreate, attempt: Attempt, planned: dict[str, Any]
-) -> Reply:
-    """Post the fixed text, then log it. Nothing is posted once the speaker's erasure began;
-    a reply whose prompt held someone erased meanwhile is logged blank."""
-    text, failed = str(planned["text"]), bool(planned["failed"])
+) -> list[int]:
+    """``_send`` once the speaker's erasure is known not to have begun (``Erased``)."""
     owners = [int(o) for o in planned.get("owners", [])]
     async with writing(services, attempt, message.author.id, owners):
         pass  # checked before posting: an erased speaker gets no reply
+    return await _send(services, message, attempt, planned)
+
+
+async def _send(
+    services: Services, message: MessageCreate, attempt: Attempt, planned: dict[str, Any]
+) -> list[int]:
+    """Post the fixed text; its message ids ([] when Discord refused it)."""
     try:
-        ids = await services.discord.send_message(
-            message.channel_id, text, nonce_key=attempt.event_id, reply_to=message.id
+        return await services.discord.send_message(
+            message.channel_id,
+            str(planned["text"]),
+            nonce_key=attempt.event_id,
+            reply_to=message.id,
         )
     except DiscordUnavailable:
         raise  # Discord is down: the job fails and is retried; the nonce prevents a double post
     except DiscordError as exc:
         log.error("reply could not be posted", extra={"error": type(exc).__name__})
-        ids = []
+        return []
+
+
+async def _post(
+    services: Services,
+    message: MessageCreate,
+    attempt: Attempt,
+    planned: dict[str, Any],
+    ids: list[int],
+) -> Reply:
+    """Log the posted text. A reply whose prompt held someone erased meanwhile is logged
+    blank."""
+    text, failed = str(planned["text"]), bool(planned["failed"])
+    owners = [int(o) for o in planned.get("owners", [])]
     async with writing(services, attempt, message.author.id, owners) as (session, gone):
         await _log_reply(services, session, message, ids, "" if gone else text)
         posted = {
