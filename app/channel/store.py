@@ -105,7 +105,7 @@ async def arrived_changed(session: AsyncSession, message: MessageCreate) -> bool
 
 def as_logged(message: MessageCreate) -> LoggedMessage:
     """``message`` as ``log_message`` will hold it when no delete or edit came first: what a
-    reader that runs beside the log write sees of it."""
+    reader that runs before the log write stands in for it."""
     return LoggedMessage(
         id=message.id,
         channel_id=message.channel_id,

@@ -135,30 +135,17 @@ async def run_turn(services: Services, message: MessageCreate, attempt: Attempt)
 
 
 async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -> None:
-    # 3 is committed while 6, 7 and the limits read and the first questions are asked: they
-    # need the message and its context, not the commit of its log row. Every write of the
-    # turn comes after that commit.
-    logging = asyncio.create_task(log_message(services, message, attempt))
-    try:
-        await _turn(services, message, attempt, logging)
-    finally:
-        await _settle_task(logging)  # cancelled only when the turn failed before it
-
-
-async def _turn(
-    services: Services,
-    message: MessageCreate,
-    attempt: Attempt,
-    logging: asyncio.Task[tuple[MessageCreate, Command | None] | None],
-) -> None:
+    # A mention reads 6 and 7, passes the limits and sends its emoji questions first: they
+    # need the message and its context, not the commit of its log row, which is written
+    # while they are out. Every write of the turn comes after that commit.
     early = await ask_early(services, message, attempt)
     asking = early.asking if isinstance(early, Asked) else None
     try:
-        logged = await logging
+        logged = await log_message(services, message, attempt)  # 3
         if logged is None:
             return _finish("deleted")  # deleted before we got it: never context, never a turn
         if logged[0].content != message.content:
-            early = None  # edited before we got it: what was asked early was about other text
+            early = None  # edited meanwhile: what was asked early was about other text
         message, command = logged
         if isinstance(early, Refused):
             return _finish(early)
@@ -209,9 +196,10 @@ class Asked:
 async def ask_early(
     services: Services, message: MessageCreate, attempt: Attempt
 ) -> Asked | Refused | None:
-    """Beside the log write: a message that mentions the bot as said (no command, replying
-    to no bot message) reads its rules and context, passes the limits and starts its emoji
-    questions. None: the turn goes in order once the message is logged."""
+    """Before the log write: a message that mentions the bot as said (no command, replying
+    to no bot message, neither deleted nor edited first) reads its rules and context, passes
+    the limits and starts its emoji questions. None: the turn goes in order once the message
+    is logged."""
     if not is_addressed(message, services.bot_user_id):
         return None
     if parse_command(message.content, services.bot_user_id) is not None:
@@ -443,7 +431,7 @@ class ContextRead:
     recent: list[channel_log.LoggedMessage]
     style: str | None
     done: dict[Step, dict[str, Any]]
-    changed: bool = False  # read beside the log: a delete or edit of the message came first
+    changed: bool = False  # read before the log: a delete or edit of the message came first
 
 
 async def read_context(
