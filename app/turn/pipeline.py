@@ -146,6 +146,7 @@ async def _steps(services: Services, message: MessageCreate, attempt: Attempt) -
             return _finish("deleted")  # deleted before we got it: never context, never a turn
         if logged[0].content != message.content:
             early = None  # edited meanwhile: what was asked early was about other text
+            await _settle_task(asking)
         message, command = logged
         if isinstance(early, Refused):
             return _finish(early)
