@@ -771,10 +771,10 @@ async def _fix_text(
         owners = sorted(memory.owners)
         result = {"text": text, "failed": failed, "owners": [str(o) for o in owners]}
         sending = None
+        await writer.done()  # never inside the transaction below: it holds the guard
         try:
             async with writing(services, attempt, message.author.id, owners) as (session, gone):
                 if not gone:
-                    await writer.done()
                     sending = asyncio.create_task(_send(services, message, attempt, result))
                     result = await steps.record(session, attempt.event_id, Step.REPLY_TEXT, result)
         except Exception:

@@ -41,10 +41,14 @@ class Typing:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
+        # A cancel that lands as the call it interrupts completes can be absorbed below us
+        # (seen as a turn stuck here until its job timed out): cancel again until it ends.
+        while task is not None and not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=0.05)
+        if task is not None and not task.cancelled():
+            with contextlib.suppress(Exception):
+                task.result()
 
     async def __aenter__(self) -> Typing:
         return self
