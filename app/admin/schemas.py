@@ -260,6 +260,11 @@ class UsageSpent(CamelModel):
     output_tokens: int = Field(
         description="a decision over JEV_URL counts the tokens its answer's headers report"
     )
+    estimated_calls: int = Field(
+        description="of `calls`, those whose server reported no usage (an OpenAI-compatible "
+        "one): their tokens, counted in the tokens and the daily caps, are an estimate of "
+        "about four characters a token; 0 when every call's usage was reported"
+    )
 
 
 class UsageRowBody(UsageSpent):

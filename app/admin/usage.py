@@ -42,7 +42,10 @@ def parse_day(value: str | None) -> date:
 
 def _spent(spent: Spent) -> UsageSpent:
     return UsageSpent(
-        calls=spent.calls, input_tokens=spent.input_tokens, output_tokens=spent.output_tokens
+        calls=spent.calls,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        estimated_calls=spent.estimated_calls,
     )
 
 
@@ -75,6 +78,7 @@ async def usage(
                 calls=row.spent.calls,
                 input_tokens=row.spent.input_tokens,
                 output_tokens=row.spent.output_tokens,
+                estimated_calls=row.spent.estimated_calls,
             )
             for row in rows
         ],

@@ -34,7 +34,12 @@ def record_usage(usage: Usage, *, outcome: str, latency_ms: float) -> None:
     MODEL_TOKENS.labels(purpose=purpose, direction="output").inc(usage.output_tokens)
     if usage.estimated:
         ESTIMATED_CALLS.labels(purpose=purpose).inc()
-    record_model_call(purpose, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+    record_model_call(
+        purpose,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        estimated=usage.estimated,
+    )
     log.info(
         "model call",
         extra={

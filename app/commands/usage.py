@@ -44,7 +44,7 @@ def _period(title: str, summary: Summary) -> list[str]:
     if summary.more_people:
         people += f" · and {summary.more_people} more"
     return [
-        f"{title}: {_spent(summary.total)}",
+        f"{title}: {_spent(summary.total)}{_estimated(summary.total)}",
         *(f"• {purpose}: {_spent(s)}" for purpose, s in summary.by_purpose),
         f"People: {people}",
     ]
@@ -57,3 +57,11 @@ def _person(user_id: int | None) -> str:
 def _spent(spent: Spent) -> str:
     calls = "call" if spent.calls == 1 else "calls"
     return f"{spent.calls} {calls}, {spent.tokens} tokens"
+
+
+def _estimated(spent: Spent) -> str:
+    """Said only when some calls' tokens are our estimate (the server reported no usage)."""
+    if spent.estimated_calls == 0:
+        return ""
+    calls = "call's" if spent.estimated_calls == 1 else "calls'"
+    return f" ({spent.estimated_calls} {calls} tokens estimated: the server reported none)"

@@ -29,11 +29,16 @@ class PurposeSpend:
     model_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Calls whose server reported no usage: their tokens (counted above) are our estimate.
+    estimated_calls: int = 0
 
-    def add(self, calls: int, input_tokens: int, output_tokens: int) -> None:
+    def add(
+        self, calls: int, input_tokens: int, output_tokens: int, *, estimated_calls: int = 0
+    ) -> None:
         self.model_calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.estimated_calls += estimated_calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +82,18 @@ class Spend:
             },
         }
 
-    def charge(self, key: UsageKey, calls: int, input_tokens: int, output_tokens: int) -> None:
-        self.usage.setdefault(key, PurposeSpend()).add(calls, input_tokens, output_tokens)
+    def charge(
+        self,
+        key: UsageKey,
+        calls: int,
+        input_tokens: int,
+        output_tokens: int,
+        *,
+        estimated_calls: int = 0,
+    ) -> None:
+        self.usage.setdefault(key, PurposeSpend()).add(
+            calls, input_tokens, output_tokens, estimated_calls=estimated_calls
+        )
 
 
 # The open scopes, innermost last; a tuple so a child task's copy of the context stays valid.
@@ -157,15 +172,21 @@ def record_decision_tokens(question: str, *, input_tokens: int, output_tokens: i
         spend.charge(key, 0, input_tokens, output_tokens)
 
 
-def record_model_call(purpose: str, *, input_tokens: int, output_tokens: int) -> None:
-    """Count one model call (successful or not: a failed call has zero tokens)."""
+def record_model_call(
+    purpose: str, *, input_tokens: int, output_tokens: int, estimated: bool = False
+) -> None:
+    """Count one model call (successful or not: a failed call has zero tokens). ``estimated``:
+    the server reported no usage, so the tokens are our estimate (charged all the same)."""
     scopes = _scopes.get()
     if not scopes:
         return
     key = _key(purpose)
+    guessed = 1 if estimated else 0
     for spend in scopes:
         spend.model_calls += 1
         spend.input_tokens += input_tokens
         spend.output_tokens += output_tokens
-        spend.by_purpose.setdefault(purpose, PurposeSpend()).add(1, input_tokens, output_tokens)
-        spend.charge(key, 1, input_tokens, output_tokens)
+        spend.by_purpose.setdefault(purpose, PurposeSpend()).add(
+            1, input_tokens, output_tokens, estimated_calls=guessed
+        )
+        spend.charge(key, 1, input_tokens, output_tokens, estimated_calls=guessed)

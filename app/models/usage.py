@@ -24,6 +24,8 @@ class ModelUsage(Base):
     calls: Mapped[int] = mapped_column(BigInteger, server_default="0")
     input_tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
     output_tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # Of ``calls``, those whose server reported no usage: their tokens are our estimate.
+    estimated_calls: Mapped[int] = mapped_column(BigInteger, server_default="0")
     updated_at: Mapped[CreatedAt]
 
     __table_args__ = (Index("ix_model_usage_day_user_id", "day", "user_id"),)

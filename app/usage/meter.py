@@ -68,6 +68,9 @@ def without(
         if key.user_id in people:
             key = replace(key, user_id=None)
         kept.setdefault(key, PurposeSpend()).add(
-            spent.model_calls, spent.input_tokens, spent.output_tokens
+            spent.model_calls,
+            spent.input_tokens,
+            spent.output_tokens,
+            estimated_calls=spent.estimated_calls,
         )
     return kept

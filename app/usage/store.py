@@ -37,6 +37,9 @@ class Spent:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Of ``calls``, those whose server reported no usage: their tokens are our estimate
+    # (counted in the tokens, and by the budgets, like reported ones).
+    estimated_calls: int = 0
 
     @property
     def tokens(self) -> int:
@@ -81,6 +84,7 @@ async def add(session: AsyncSession, spent: Mapping[UsageKey, PurposeSpend]) -> 
             "calls": s.model_calls,
             "input_tokens": s.input_tokens,
             "output_tokens": s.output_tokens,
+            "estimated_calls": s.estimated_calls,
         }
         for key, s in sorted(spent.items(), key=lambda item: _row_order(item[0]))
     ]
@@ -103,6 +107,7 @@ def _added(statement: Insert) -> dict[str, Any]:
         "calls": table.calls + statement.excluded.calls,
         "input_tokens": table.input_tokens + statement.excluded.input_tokens,
         "output_tokens": table.output_tokens + statement.excluded.output_tokens,
+        "estimated_calls": table.estimated_calls + statement.excluded.estimated_calls,
         "updated_at": func.now(),
     }
 
@@ -141,12 +146,15 @@ def _sums() -> tuple[ColumnElement[int], ...]:
         func.sum(ModelUsage.calls),
         func.sum(ModelUsage.input_tokens),
         func.sum(ModelUsage.output_tokens),
+        func.sum(ModelUsage.estimated_calls),
     )
 
 
-def _spent(calls: Any, input_tokens: Any, output_tokens: Any) -> Spent:
+def _spent(calls: Any, input_tokens: Any, output_tokens: Any, estimated_calls: Any) -> Spent:
     """From SQL sums (numeric, or NULL over no rows)."""
-    return Spent(int(calls or 0), int(input_tokens or 0), int(output_tokens or 0))
+    return Spent(
+        int(calls or 0), int(input_tokens or 0), int(output_tokens or 0), int(estimated_calls or 0)
+    )
 
 
 async def summary(
@@ -174,8 +182,8 @@ async def summary(
     return Summary(
         total=_spent(*total),
         by_purpose=[(row[0], _spent(*row[1:])) for row in purposes],
-        by_person=[(_maybe(row[0]), _spent(*row[1:4])) for row in persons],
-        more_people=max(0, int(persons[0][4]) - len(persons)) if persons else 0,
+        by_person=[(_maybe(row[0]), _spent(*row[1:5])) for row in persons],
+        more_people=max(0, int(persons[0][5]) - len(persons)) if persons else 0,
     )
 
 
@@ -203,18 +211,27 @@ async def day_rows(
             _maybe(r.guild_id),
             _maybe(r.user_id),
             r.purpose,
-            Spent(r.calls, r.input_tokens, r.output_tokens),
+            Spent(r.calls, r.input_tokens, r.output_tokens, r.estimated_calls),
         )
         for r in rows
     ]
-    return found, _spent(*total[:3]), int(total[3])
+    return found, _spent(*total[:4]), int(total[4])
 
 
 async def forget_person(session: AsyncSession, user_id: int) -> int:
     """Erasure: the person's rows become nobody's (added to the rows of their guild, day and
     purpose without a person), so the totals stay and the identity goes; how many rows."""
     table = ModelUsage.__table__.c
-    columns = ["day", "guild_id", "user_id", "purpose", "calls", "input_tokens", "output_tokens"]
+    columns = [
+        "day",
+        "guild_id",
+        "user_id",
+        "purpose",
+        "calls",
+        "input_tokens",
+        "output_tokens",
+        "estimated_calls",
+    ]
     theirs = select(
         table.day,
         table.guild_id,
@@ -223,6 +240,7 @@ async def forget_person(session: AsyncSession, user_id: int) -> int:
         table.calls,
         table.input_tokens,
         table.output_tokens,
+        table.estimated_calls,
     ).where(table.user_id == user_id)
     statement = insert(ModelUsage).from_select(columns, theirs)
     await session.execute(

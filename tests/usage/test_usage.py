@@ -177,8 +177,8 @@ async def test_get_usage_needs_the_admin_secret(stack: Stack) -> None:
 DAY = date(2026, 12, 4)
 
 
-def spent(calls: int, tokens_in: int, tokens_out: int) -> PurposeSpend:
-    return PurposeSpend(calls, tokens_in, tokens_out)
+def spent(calls: int, tokens_in: int, tokens_out: int, estimated: int = 0) -> PurposeSpend:
+    return PurposeSpend(calls, tokens_in, tokens_out, estimated)
 
 
 async def test_usage_rows_stay_one_per_day_guild_person_and_purpose(
@@ -186,7 +186,7 @@ async def test_usage_rows_stay_one_per_day_guild_person_and_purpose(
 ) -> None:
     first = {
         UsageKey(DAY, GUILD, ALICE, "reply"): spent(1, 100, 7),
-        UsageKey(DAY, None, ALICE, "reply"): spent(1, 50, 7),
+        UsageKey(DAY, None, ALICE, "reply"): spent(1, 50, 7, estimated=1),
         UsageKey(DAY, GUILD, None, "episode"): spent(1, 30, 7),
     }
     for _ in range(3):
@@ -198,10 +198,10 @@ async def test_usage_rows_stay_one_per_day_guild_person_and_purpose(
         person = await store.person_tokens(session, DAY, ALICE)
         guild = await store.guild_tokens(session, DAY, GUILD)
         dms = await store.guild_tokens(session, DAY, store.NONE)
-    assert count == 3 and total == Spent(9, 540, 63)
+    assert count == 3 and total == Spent(9, 540, 63, estimated_calls=3)
     assert [(r.guild_id, r.user_id, r.purpose, r.spent) for r in rows] == [
         (GUILD, ALICE, "reply", Spent(3, 300, 21)),
-        (None, ALICE, "reply", Spent(3, 150, 21)),
+        (None, ALICE, "reply", Spent(3, 150, 21, estimated_calls=3)),
         (GUILD, None, "episode", Spent(3, 90, 21)),
     ]
     assert (person, guild) == (321 + 171, 321 + 111)  # hers everywhere; the guild's, all
@@ -215,8 +215,8 @@ async def test_an_erased_persons_usage_stays_in_the_totals_as_nobodys(
         await store.add(
             session,
             {
-                UsageKey(DAY, GUILD, ALICE, "reply"): spent(2, 100, 10),
-                UsageKey(DAY, GUILD, None, "reply"): spent(1, 40, 4),
+                UsageKey(DAY, GUILD, ALICE, "reply"): spent(2, 100, 10, estimated=1),
+                UsageKey(DAY, GUILD, None, "reply"): spent(1, 40, 4, estimated=1),
                 UsageKey(DAY, GUILD, BOB, "reply"): spent(1, 60, 6),
             },
         )
@@ -224,21 +224,21 @@ async def test_an_erased_persons_usage_stays_in_the_totals_as_nobodys(
         assert await store.forget_person(session, ALICE) == 1
     async with sessions() as session:
         rows, total, _ = await store.day_rows(session, DAY, GUILD, limit=10)
-    assert total == Spent(4, 200, 20)
+    assert total == Spent(4, 200, 20, estimated_calls=2)
     assert {(r.user_id, r.spent) for r in rows} == {
-        (None, Spent(3, 140, 14)),
+        (None, Spent(3, 140, 14, estimated_calls=2)),
         (BOB, Spent(1, 60, 6)),
     }
 
 
 def test_calls_for_someone_erased_meanwhile_are_written_as_nobodys() -> None:
     usage = {
-        UsageKey(DAY, GUILD, ALICE, "reply"): spent(1, 10, 1),
+        UsageKey(DAY, GUILD, ALICE, "reply"): spent(1, 10, 1, estimated=1),
         UsageKey(DAY, GUILD, None, "reply"): spent(1, 5, 1),
         UsageKey(DAY, GUILD, BOB, "reply"): spent(1, 7, 1),
     }
     assert without(usage, {ALICE}) == {
-        UsageKey(DAY, GUILD, None, "reply"): spent(2, 15, 2),
+        UsageKey(DAY, GUILD, None, "reply"): spent(2, 15, 2, estimated=1),
         UsageKey(DAY, GUILD, BOB, "reply"): spent(1, 7, 1),
     }
 
