@@ -18,7 +18,9 @@ from app.commands.usage import format_usage
 from app.config import Provider, Settings
 from app.db import SessionFactory
 from app.kit.clock import jst_day, utcnow
+from app.turn.limits import OVER_BUDGET
 from app.usage import store
+from app.usage.budget import Budget
 from app.usage.store import Spent
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, Stack, running_stack
@@ -117,6 +119,30 @@ async def test_a_server_that_reports_usage_shows_none_estimated(stack: Stack) ->
     assert row["inputTokens"] + row["outputTokens"] == sum(i + o for i, o in served)
     assert body["total"]["estimatedCalls"] == 0
     assert "estimated" not in answer
+
+
+@OPENAI
+async def test_estimated_tokens_count_against_the_daily_budget_like_reported_ones(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_stack(
+        settings, monkeypatch, daily_tokens_per_user=1, memory_consolidate_every=1000
+    ) as stack:
+        openai_fake(stack).usage = False
+        first = message_create(content=f"{MENTION} hello", author_id=ALICE)
+        await stack.deliver(first)
+        asked = len(openai_fake(stack).wire)
+        assert asked >= 1  # answered: its estimated tokens pass the cap of one
+
+        second = message_create(content=f"{MENTION} again", author_id=ALICE)
+        await stack.deliver(second)
+        answer = [
+            m["content"]
+            for m in stack.replies()
+            if m["message_reference"]["message_id"] == second["d"]["id"]
+        ]
+        assert answer == [OVER_BUDGET[Budget.PERSON]]
+        assert len(openai_fake(stack).wire) == asked  # no model call past the cap
 
 
 def test_the_report_says_estimated_only_when_some_are() -> None:
