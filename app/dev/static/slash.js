@@ -108,14 +108,14 @@
   // ``focused``: the option being autocompleted; its interaction id is known before the
   // interaction is dispatched, since the bot's choices may come back on the live feed before
   // the dispatch's own response does.
-  async function interaction(values, focused = null) {
+  async function interaction(values, focused = null, chosen = slash.chosen) {
     const me = page.state.me;
     const channel = page.state.channel;
     const response = await fetch("/playground/interactions", {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({
-        command: `/${slash.chosen.path}`, values, focused, user: me.id, username: me.name,
+        command: `/${chosen.path}`, values, focused, user: me.id, username: me.name,
         channel, guild: page.isDm(channel) ? null : page.state.config.guild.id,
       }),
     });
@@ -153,8 +153,11 @@
     for (const option of slash.chosen.options) {
       if (option.type === TYPES.INTEGER && /^\d+$/.test(String(values[option.name] ?? ""))) values[option.name] = Number(values[option.name]);
     }
-    await interaction(values);
+    // The form closes as the command is sent, not when the send returns: the answer can come
+    // back on the live feed first, and a command typed by then must keep its menu.
+    const chosen = slash.chosen;
     close();
+    await interaction(values, null, chosen);
   }
 
   // --- ephemeral answers: only while playing the person who asked ------------------------
