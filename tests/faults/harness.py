@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 from sqlalchemy import text
 
 from app.config import Settings
@@ -285,6 +286,16 @@ async def unhandled_events(sessions: SessionFactory) -> int:
     async with sessions() as session:
         count = await session.scalar(text("SELECT count(*) FROM inbox WHERE handled_at IS NULL"))
     return int(count or 0)
+
+
+async def wait_until_drained(redis: Redis, sessions: SessionFactory) -> None:
+    """Until the queue is empty and every recorded event is handled (a restarted worker
+    finished what the killed one left)."""
+
+    async def settled() -> bool:
+        return await redis.zcard("arq:queue") == 0 and await unhandled_events(sessions) == 0
+
+    await wait_until(settled, within=60, what="the restarted worker to finish")
 
 
 async def sweep_until_handled(

@@ -22,7 +22,7 @@ from tests.faults.harness import (
     count_outcomes,
     gated_stack,
     post_mentions,
-    unhandled_events,
+    wait_until_drained,
     worker_pair,
 )
 from tests.support.waiting import wait_until
@@ -97,11 +97,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
             if workers == 1:
                 second.start()
 
-            async def settled() -> bool:
-                queued = await redis.zcard("arq:queue")
-                return queued == 0 and await unhandled_events(fault_sessions) == 0
-
-            await wait_until(settled, within=60, what="the restarted worker to finish")
+            await wait_until_drained(redis, fault_sessions)
         except BaseException:
             print(first.tail(), second.tail(), sep="\n")
             raise
@@ -206,11 +202,7 @@ async def test_worker_sigkilled_where_the_turn_overlaps_does_each_side_effect_on
             await redis.delete(*stale)
             second.start()
 
-            async def settled() -> bool:
-                queued = await redis.zcard("arq:queue")
-                return queued == 0 and await unhandled_events(fault_sessions) == 0
-
-            await wait_until(settled, within=60, what="the restarted worker to finish")
+            await wait_until_drained(redis, fault_sessions)
             await wait_until(
                 lambda: second.memory_jobs_done() == TURNS,
                 within=60,
