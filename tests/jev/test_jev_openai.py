@@ -5,7 +5,6 @@ parsed; the CONTRACT's answers and status codes unchanged."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +14,7 @@ from app.chat.fake_openai import FakeOpenAI, Malformed
 from app.decision.vocabulary import STALE_OPTIONS, Question
 from app.jev.main import create_app
 from app.jev.settings import JevSettings
+from tests.jev.asking import ask
 from tests.support.servers import serve
 
 KEY = "jev-test-key"
@@ -45,15 +45,6 @@ async def jev(model: FakeOpenAI) -> AsyncIterator[httpx.AsyncClient]:
             httpx.AsyncClient(base_url=url, headers=AUTH) as client,
         ):
             yield client
-
-
-def ask(question: Question, prompt: str = "text", options: Any = None) -> dict[str, Any]:
-    return {
-        "question": question.value,
-        "kind": question.kind.value,
-        "prompt": prompt,
-        "options": options,
-    }
 
 
 async def test_a_boolean_is_a_forced_function_call(

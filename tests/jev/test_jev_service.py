@@ -26,6 +26,7 @@ from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Question
 from app.decision.wire import tokens_of
 from app.jev.main import create_app
 from app.jev.settings import JevSettings
+from tests.jev.asking import ask
 from tests.support.servers import serve
 
 KEY = "jev-test-key"
@@ -60,15 +61,6 @@ async def jev(sdk: anthropic.AsyncAnthropic) -> AsyncIterator[httpx.AsyncClient]
         httpx.AsyncClient(base_url=url, headers=AUTH) as client,
     ):
         yield client
-
-
-def ask(question: Question, prompt: str = "text", options: Any = None) -> dict[str, Any]:
-    return {
-        "question": question.value,
-        "kind": question.kind.value,
-        "prompt": prompt,
-        "options": options,
-    }
 
 
 async def test_boolean_request_forces_the_answer_tool(
