@@ -40,6 +40,7 @@ from app.kit.clock import utcnow
 from app.kit.heap import freeze_startup_objects
 from app.kit.jobs import INBOX_BACKLOG, instrumented
 from app.kit.logs import configure_logging
+from app.kit.loop import run_main
 from app.kit.probes import start_probe_server
 from app.kit.queue import Job
 from app.meaning.backfill import backfill
@@ -249,7 +250,7 @@ def main(**options: Any) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     configure_logging()
-    return asyncio.run(serve(settings, **options))
+    return run_main(serve(settings, **options))
 
 
 async def serve(settings: Settings, **options: Any) -> int:

@@ -10,6 +10,7 @@ import sys
 from prometheus_client import start_http_server
 
 from app.kit.logs import configure_logging
+from app.kit.loop import run_main
 from app.relay.gateway import GatewayFatal
 from app.relay.metrics import RelayMetrics
 from app.relay.service import run_relay
@@ -42,7 +43,7 @@ def main() -> int:
     metrics = RelayMetrics()
     if settings.relay_metrics_port:
         start_http_server(settings.relay_metrics_port, registry=metrics.registry)
-    return asyncio.run(_serve(settings, metrics))
+    return run_main(_serve(settings, metrics))
 
 
 if __name__ == "__main__":
