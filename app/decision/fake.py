@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,10 +55,16 @@ class FakeJev:
     # plays a service that does not say.
     tokens: tuple[int, int] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request
 
     def asked(self, question: Question) -> list[dict[str, Any]]:
         """The request bodies received for one question, in order."""
         return [body for body in self.requests if body.get("question") == question.value]
+
+    def asked_at(self, question: Question) -> list[float]:
+        """When each request for one question arrived (``time.monotonic()``), in order."""
+        pairs = zip(self.requests, self.arrivals, strict=True)
+        return [at for body, at in pairs if body.get("question") == question.value]
 
     @property
     def app(self) -> FastAPI:
@@ -83,6 +90,7 @@ class FakeJev:
         except ValueError:
             body = {"unparsed": raw.decode(errors="replace")}
         self.requests.append(body)
+        self.arrivals.append(time.monotonic())
         if self.latency:
             await asyncio.sleep(self.latency)
         if self.down:

@@ -122,9 +122,11 @@ async def rules_for(session: AsyncSession, channel_id: int) -> tuple[Known | Non
     return here, rules(channel_id, here, parent)
 
 
-async def any_mode_set(session: AsyncSession) -> bool:
-    """Whether any channel has a mode of its own (which a thread might inherit)."""
-    found = await session.scalar(select(Channel.id).where(Channel.mode.is_not(None)).limit(1))
+async def any_mode_set(session: AsyncSession, mode: Mode | None = None) -> bool:
+    """Whether any channel has a mode of its own (which a thread might inherit); with
+    ``mode``, that mode."""
+    has = Channel.mode.is_not(None) if mode is None else Channel.mode == mode.value
+    found = await session.scalar(select(Channel.id).where(has).limit(1))
     return found is not None
 
 

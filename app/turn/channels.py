@@ -4,11 +4,13 @@ channel the directory never placed, such as a thread whose THREAD_CREATE has not
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 
 from app.db import unit_of_work
 from app.directory import store as directory
-from app.directory.store import DEFAULT, Known, Rules
+from app.directory.store import DEFAULT, Known, Mode, Rules
 from app.discord.errors import DiscordError
 from app.frames.events import THREAD_TYPES, MessageCreate
 from app.services import Services
@@ -20,6 +22,42 @@ async def channel_rules(services: Services, message: MessageCreate, *, mentioned
     """A DM has no channel settings; a guild channel's come cached per process. Discord is
     asked about a channel the directory never placed only when it matters: the bot is
     mentioned there, or some channel has a mode a thread could inherit."""
+    read = await _read(services, message, mentioned=mentioned)
+    return read if isinstance(read, Rules) else await _placed(services, message, read)
+
+
+@dataclass(frozen=True, slots=True)
+class Placing:
+    """The rules that hold in a channel the directory never placed until Discord says what it
+    is, and that lookup under way. It can give a thread its parent's persona, model and pins,
+    never stop the turn: no channel has its mode off."""
+
+    meanwhile: Rules
+    placed: asyncio.Task[Rules]
+
+
+async def mention_rules(services: Services, message: MessageCreate) -> Rules | Placing:
+    """``channel_rules`` for a message that mentions the bot, without waiting on Discord when
+    the answer cannot change whether the bot answers (a mention is addressed in every mode
+    but off): the turn's first questions need not wait for the lookup."""
+    read = await _read(services, message, mentioned=True)
+    if isinstance(read, Rules):
+        return read
+    if read.any_off:
+        return await _placed(services, message, read)
+    return Placing(read.found, asyncio.create_task(_placed(services, message, read)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Unplaced:
+    here: Known | None
+    found: Rules  # what holds until the channel is placed
+    any_off: bool  # some channel's mode is off: a thread of it takes no turns
+
+
+async def _read(
+    services: Services, message: MessageCreate, *, mentioned: bool
+) -> Rules | _Unplaced:
     if message.guild_id is None:
         return DEFAULT
     cache, channel_id = services.channel_rules, message.channel_id
@@ -27,12 +65,20 @@ async def channel_rules(services: Services, message: MessageCreate, *, mentioned
         return cached
     async with services.sessions() as session:
         here, found = await directory.rules_for(session, channel_id)
-        inherits = here is None or not here.placed
-        if inherits and not mentioned and not await directory.any_mode_set(session):
+        if here is not None and here.placed:
+            await cache.put(channel_id, found)
+            return found
+        if not mentioned and not await directory.any_mode_set(session):
             return found  # nothing a parent could change for an unaddressed message
-    if inherits:
-        found = await _place(services, here, channel_id, message.guild_id) or found
-    await cache.put(channel_id, found)
+        any_off = mentioned and await directory.any_mode_set(session, Mode.OFF)
+    return _Unplaced(here, found, any_off)
+
+
+async def _placed(services: Services, message: MessageCreate, unplaced: _Unplaced) -> Rules:
+    assert message.guild_id is not None  # a DM is never unplaced
+    channel_id = message.channel_id
+    found = await _place(services, unplaced.here, channel_id, message.guild_id) or unplaced.found
+    await services.channel_rules.put(channel_id, found)
     return found
 
 

@@ -60,7 +60,7 @@ from app.structured import consolidation
 from app.turn import store as steps
 from app.turn.attempt import Attempt
 from app.turn.chain import reply_chain
-from app.turn.channels import channel_rules
+from app.turn.channels import Placing, channel_rules, mention_rules
 from app.turn.limits import OVER_BUDGET, Refused, refuse_turn
 from app.turn.prompt import (
     ChatLine,
@@ -205,21 +205,40 @@ async def ask_early(
         return None
     if parse_command(message.content, services.bot_user_id) is not None:
         return None
-    rules, corrected, read = await asyncio.gather(
-        channel_rules(services, message, mentioned=True),
+    found, corrected, read = await asyncio.gather(
+        mention_rules(services, message),
         _bot_message_corrected(services, message),
         read_context(services, message, attempt.event_id, before_log=True),
     )
+    # A channel Discord is still asked about: the lookup cannot stop a mention's turn, so
+    # the questions go out meanwhile; its persona, model and pins are in place before the
+    # reply needs them.
+    placing, rules = (found, found.meanwhile) if isinstance(found, Placing) else (None, found)
     audience = addressing(
         message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
     )
     if audience is not Audience.ADDRESSED or corrected is not None or read.changed:
+        await _placed(placing)
         return None  # 5 and the notices come after the log, in order; so does text we
         # would not answer (what the log holds is the edit, or nothing)
     if refused := await within_limits(services, message, attempt, audience, corrected):
+        await _placed(placing)
         return refused
     context = build_context(services, message, read, rules)
-    return Asked(context, start_emoji_questions(services, message, context))
+    asking = start_emoji_questions(services, message, context)
+    if placing is not None:
+        try:
+            context = build_context(services, message, read, await placing.placed)
+        except BaseException:
+            await _settle_task(asking)
+            raise
+    return Asked(context, asking)
+
+
+async def _placed(placing: Placing | None) -> None:
+    """The channel's lookup finished (its record written), whoever reads it next."""
+    if placing is not None:
+        await placing.placed
 
 
 async def ask_in_order(

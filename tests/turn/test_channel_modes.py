@@ -22,6 +22,7 @@ from tests.support.stack import BOT_ID, Stack, running_stack
 
 MENTION = f"<@{BOT_ID}>"
 GENERAL, HELP = 300, 301
+LOOKUP_S = 1.0  # how long Discord takes to answer a lookup, where a test slows it
 SAM = 2099  # staff
 ADMIN = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 
@@ -145,6 +146,28 @@ async def test_a_channel_persona_reaches_that_channels_prompts_only_after_the_co
     assert "Be formal" not in in_general
     thread_memory = stack.model.requests[2]["system"][0]["text"]
     assert "Office hours are on Fridays." in thread_memory  # the parent's pins follow too
+
+
+async def test_a_mention_in_a_thread_not_yet_placed_is_asked_about_while_discord_is(
+    stack: Stack,
+) -> None:
+    await stack.deliver(staff("!bot channel persona Be formal and precise here.", HELP))
+    await stack.deliver(staff("!bot pin channel Office hours are on Fridays.", HELP))
+    # A thread whose THREAD_CREATE never came, under a channel with a persona and a pin (no
+    # channel is off): Discord is slow to say where it hangs.
+    stack.discord.add_thread(780, parent_id=HELP, guild_id=GUILD_ID)
+    stack.discord.delay_next("GET /channels/780", LOOKUP_S)
+    await stack.deliver(said(780, f"{MENTION} a question in the thread"))
+
+    (lookup,) = stack.discord.calls_to("GET", "/channels/780")
+    for question in (Question.EMOJI_ENOUGH, Question.EMOJI_CHOICE):
+        (asked,) = stack.jev.asked_at(question)
+        assert asked < lookup.at + LOOKUP_S  # out before Discord answered
+    # What the lookup found is in place before the reply: the parent's persona and pins.
+    thread_prompt = reply_prompts(stack)[-1]
+    assert "In this channel, the operators add:\nBe formal and precise" in thread_prompt
+    assert "Office hours are on Fridays." in stack.model.requests[-1]["system"][0]["text"]
+    assert bot_texts(stack, 780) == ["Hello from the model!"]
 
 
 async def test_a_persona_over_500_characters_is_refused_and_changes_nothing(
