@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.kit import japanese
 from app.kit.tokens import token_set, tokenize
 
 # Chosen on the tuning half of bench/recall.py's generated pairs (`--tune`): the lowest that
@@ -132,6 +133,7 @@ class Difference(StrEnum):
 # A capitalised word (a name, a place) in Latin script; a sentence's first word counts only
 # when it is not one of these.
 _CAPITALISED = re.compile(r"(?<![\w'])([A-Z][\w'-]*)")
+_POSSESSIVE = re.compile(r"['’]s$")
 _SENTENCES = re.compile(r"(?<=[.!?。！？])\s+")
 _NOT_NAMES = frozenset(
     [
@@ -175,25 +177,22 @@ _NOT_NAMES = frozenset(
         "tomorrow",
     ]
 )
-# Katakana words (foreign names and places), and kanji nouns: a kanji run that ends at a
-# particle, punctuation, katakana or the end (a verb or adjective stem goes on in hiragana).
-_KATAKANA = re.compile(r"[\u30A1-\u30FA\u30FC]{2,}")
-_KANJI_NOUN = re.compile(
-    r"([\u4E00-\u9FFF\u3005]+)(?=から|まで|より|[のはがをにへでともや『』「」、。！？\u30A1-\u30FA]|$)"
-)
 # A swapped value: the texts agree on at least this share of their characters around it.
 SAME_SHAPE = 0.5
 
 
 def _names(text: str) -> set[str]:
+    """Capitalised words of Latin script (a sentence's first word only when it is not one of
+    ``_NOT_NAMES``); in Japanese, the names a dictionary knows (app/kit/japanese.py): "健太",
+    "那覇", "チャチャ", not "親友", "家" or "予定"."""
     found: set[str] = set()
     for sentence in _SENTENCES.split(text):
         for match in _CAPITALISED.finditer(sentence):
             first = not sentence[: match.start()].strip()
             if not (first and match.group(1).lower() in _NOT_NAMES):
-                found.update(tokenize(match.group(1)))  # "Bruno's" → "bruno", "s"
-    found.update(m.group(0) for m in _KATAKANA.finditer(text))
-    found.update(m.group(1) for m in _KANJI_NOUN.finditer(text))
+                found.update(tokenize(_POSSESSIVE.sub("", match.group(1))))  # "Bruno's" → "bruno"
+    if japanese.has_japanese(text):
+        found.update(japanese.names(unicodedata.normalize("NFKC", text)))
     return found
 
 
@@ -206,7 +205,9 @@ def _plain(text: str) -> str:
 
 
 def _swapped(old: str, new: str) -> bool:
-    """The two texts are one sentence with one span changed ("…the banjo" / "…the flute")."""
+    """The two texts are one sentence with one value changed ("…the banjo" / "…the flute"):
+    one span differs, the rest agrees, and the span is not a rephrasing of the verb before
+    values both keep ("is reading Dune" / "is halfway through Dune")."""
     a, b = _plain(old), _plain(new)
     shortest = min(len(a), len(b))
     head = 0
@@ -216,7 +217,98 @@ def _swapped(old: str, new: str) -> bool:
     while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
     changed = a[head : len(a) - tail], b[head : len(b) - tail]
-    return all(changed) and head + tail >= SAME_SHAPE * max(len(a), len(b))
+    if not (all(changed) and head + tail >= SAME_SHAPE * max(len(a), len(b))):
+        return False
+    if japanese.has_japanese(a) or japanese.has_japanese(b):
+        return not _japanese_predicate(a, b, head, tail)
+    return not _english_predicate(a, b, head, tail)
+
+
+def _japanese_predicate(a: str, b: str, head: int, tail: int) -> bool:
+    """Only verbs, auxiliaries and particles differ (申し込んだ / 出場する, に行く /
+    を訪れたいと思っている), and what both keep names what the fact is about."""
+    kept: list[japanese.Word] = []
+    for text in (a, b):
+        at, end = 0, len(text) - tail
+        for word in japanese.words(text):
+            inside = at < end and at + len(word.surface) > head
+            if inside and word.kind is not japanese.Kind.PREDICATE:
+                return False
+            if not inside:
+                kept.append(word)
+            at += len(word.surface)
+    return any(w.kind in (japanese.Kind.NOUN, japanese.Kind.NAME) for w in kept)
+
+
+# English words that lead a verb into its object or say its tense and mood: a span of them
+# with a verb ("signed up for the" / "will compete in a") is how a fact is said. Articles and
+# possessives go with the noun after them, and count as neither.
+_LINKING = frozenset(
+    [
+        "to",
+        "for",
+        "in",
+        "on",
+        "at",
+        "of",
+        "with",
+        "from",
+        "by",
+        "about",
+        "into",
+        "onto",
+        "through",
+        "up",
+        "down",
+        "out",
+        "off",
+        "over",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "can",
+        "could",
+        "may",
+        "might",
+        "must",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+    ]
+)
+_DETERMINERS = frozenset(["a", "an", "the", "my", "your", "his", "her", "its", "our", "their"])
+_WORD = re.compile(r"\w+")
+
+
+def _english_predicate(a: str, b: str, head: int, tail: int) -> bool:
+    """The span is a verb phrase leading into values both keep after it: each side holds a
+    word of its own beside the linking ones, one side ends in a linking word ("reading" /
+    "halfway through"), and a word that is not linking follows in both."""
+    while head > 0 and a[head - 1].isalnum():
+        head -= 1
+    while tail > 0 and a[len(a) - tail].isalnum():
+        tail -= 1
+    spans = [
+        [w for w in _WORD.findall(t[head : len(t) - tail]) if w not in _DETERMINERS] for t in (a, b)
+    ]
+    after = _WORD.findall(a[len(a) - tail :]) if tail else []
+    return (
+        all(any(w not in _LINKING for w in span) for span in spans)
+        and any(span[-1] in _LINKING for span in spans)
+        and any(w not in _LINKING | _DETERMINERS for w in after)
+    )
 
 
 # A memory near a new text in meaning is put to the decision model only when their words
@@ -235,16 +327,34 @@ def may_repeat(old: str, new: str, *, overlap: float, standing: float, nearest: 
     return overlap >= MIN_OVERLAP or (nearest and standing >= MIN_STANDING)
 
 
-# Japanese phrasings that hold a negative form but affirm ("never misses", "cannot do
-# without", "no doubt"): read without it, so "欠かさない" and "もう…していない" differ in
-# negation, and "欠かさない" and "毎週…している" do not.
-AFFIRMING = ("欠かさない", "欠かさず", "欠かせない", "違いない")
+# Phrasings that hold a negative form but affirm ("never misses", "cannot do without", "no
+# doubt"): read without it, so "欠かさない" and "もう…していない" differ in negation, and
+# "欠かさない" and "毎週…している" do not; "never misses yoga" and "goes to yoga every week"
+# neither, while "no longer goes" still holds its "no".
+AFFIRMING = (
+    "欠かさない",
+    "欠かさず",
+    "欠かせない",
+    "違いない",
+    "never misses",
+    "never miss",
+    "never missed",
+    "never fails to",
+    "nothing beats",
+    "nothing is better than",
+    "nothing better than",
+    "can't get enough of",
+    "cannot get enough of",
+    "can't live without",
+    "cannot live without",
+    "couldn't live without",
+    "no doubt",
+)
+_AFFIRMING = re.compile("|".join(re.escape(idiom) for idiom in AFFIRMING), re.IGNORECASE)
 
 
 def _negated(text: str) -> frozenset[str]:
-    for idiom in AFFIRMING:
-        text = text.replace(idiom, " ")
-    return token_set(text) & NEGATIONS
+    return token_set(_AFFIRMING.sub(" ", text.replace("’", "'"))) & NEGATIONS
 
 
 def telling_difference(old: str, new: str) -> Difference | None:

@@ -25,6 +25,7 @@ from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
 from app.decision.vocabulary import VERDICT_OPTIONS, YES_THRESHOLD, Question
 from app.embeddings.base import EmbeddingFailed
+from app.kit import japanese
 from app.kit.clock import utcnow
 from app.kit.spend import paid_by
 from app.kit.vectors import Embedding
@@ -318,6 +319,8 @@ async def _repeat_of(
         near = await store.near_repeats(
             session, exchange.speaker_id, read, text, vector, place=exchange.place
         )
+    if any(japanese.has_japanese(t) for t in (text, *(n.record.content for n in near))):
+        await asyncio.to_thread(japanese.load)  # the dictionary, once, off the event loop
     candidates = [n for i, n in enumerate(near) if _may_repeat(n, text, nearest=i == 0)]
     answers = await asyncio.gather(
         *(

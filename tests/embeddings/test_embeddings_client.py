@@ -98,7 +98,9 @@ def test_an_answer_of_another_count_or_with_holes_is_malformed() -> None:
         ("Sam lives in Osaka", "Sam does not live in Osaka anymore", Difference.NEGATION),
         ("Sam's rent is 900 a month", "Sam's rent is 950 a month", Difference.NUMBER),
         ("Sam is allergic to peanuts", "Sam is allergic to kiwi", Difference.VALUE),
-        ("サムは猫のミソを飼っている", "サムは猫のモチを飼っている", Difference.NAME),
+        # ミソ and モチ are words the dictionary knows (味噌, 餅): the swap tells them apart
+        ("サムは猫のミソを飼っている", "サムは猫のモチを飼っている", Difference.VALUE),
+        ("サムは猫のチャチャを飼っている", "サムの猫の名前はソラ", Difference.NAME),
         ("サムの好物はたこ焼き", "サムの好物は餃子", Difference.VALUE),
         ("サムは卵アレルギーがある", "サムは卵アレルギーがあって、薬を持ち歩いている", None),
         # "never misses" affirms: "no longer does" is the negation, "every week" is not
