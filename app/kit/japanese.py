@@ -18,12 +18,14 @@ from typing import Any
 
 _JAPANESE = re.compile(r"[\u3041-\u309F\u30A1-\u30FA\u30FC\u3005\u4E00-\u9FFF]")
 _KANJI_OR_KATAKANA = re.compile(r"[\u30A1-\u30FA\u30FC\u3005\u4E00-\u9FFF]")
+_KANJI = re.compile(r"[\u3005\u4E00-\u9FFF]")
 
 
 class Kind(StrEnum):
-    NAME = "name"  # a proper noun (a person, a place, an organisation), or a word unknown
+    NAME = "name"  # a proper noun, a word it does not know, a lone kanji that may be a name
     NOUN = "noun"  # a common noun, an adjective or an adverb: what a fact is about
-    PREDICATE = "predicate"  # a verb, an auxiliary, a particle: how it is said
+    VERB = "verb"  # a verb, or a noun made one with する (出場する, 練習している)
+    PARTICLE = "particle"  # a particle or an auxiliary: how the words are tied and said
     OTHER = "other"  # a number, a symbol, a prefix
 
 
@@ -44,16 +46,30 @@ def _tokenizer() -> Any:
     return Tokenizer()
 
 
+@lru_cache(maxsize=4096)
+def _given(surface: str) -> bool:
+    """Whether the dictionary also lists ``surface`` as a person's name (人名), whichever
+    reading the sentence took (janome 0.5's dictionary lookup, as its tokenizer calls it)."""
+    tokenizer = _tokenizer()
+    dictionary = tokenizer.sys_dic
+    return any(
+        entry[1] == surface and "人名" in dictionary.lookup_extra(entry[0])[0]
+        for entry in dictionary.lookup(surface.encode("utf8"), tokenizer.matcher)
+    )
+
+
 def load() -> None:
     """Load the dictionary now (once per process); later calls return at once."""
     _tokenizer()
 
 
-def _kind(surface: str, pos: str, known: bool, following: str | None) -> Kind:
+def _kind(surface: str, pos: str, known: bool, following: str) -> Kind:
     parts = pos.split(",")
     if parts[0] != "名詞":
-        if parts[0] in ("動詞", "助動詞", "助詞"):
-            return Kind.PREDICATE
+        if parts[0] == "動詞":
+            return Kind.VERB
+        if parts[0] in ("助動詞", "助詞"):
+            return Kind.PARTICLE
         return Kind.OTHER if parts[0] in ("接頭詞", "記号", "フィラー") else Kind.NOUN
     if parts[1] == "数":
         return Kind.OTHER
@@ -62,8 +78,10 @@ def _kind(surface: str, pos: str, known: bool, following: str | None) -> Kind:
     # "ちの"), and those it cannot tell from words anyway.
     if (parts[1] == "固有名詞" or not known) and _KANJI_OR_KATAKANA.search(surface):
         return Kind.NAME
-    if parts[1] == "サ変接続" and following is not None and following.startswith(("する", "し")):
-        return Kind.PREDICATE  # 出場する, 練習している: a verb written with a noun
+    if parts[1] == "一般" and len(surface) == 1 and _KANJI.match(surface) and _given(surface):
+        return Kind.NAME  # 愛, 彩: a lone kanji that can be a given name is read as one
+    if parts[1] == "サ変接続" and following.startswith(("する", "し", "さ", "せ")):
+        return Kind.VERB  # 出場する, 練習している: a verb written with a noun and する
     if parts[1] in ("非自立", "接尾", "代名詞"):
         return Kind.OTHER
     return Kind.NOUN
@@ -73,13 +91,11 @@ def _kind(surface: str, pos: str, known: bool, following: str | None) -> Kind:
 def words(text: str) -> tuple[Word, ...]:
     """The words of ``text`` in order (all of its characters, cut at word boundaries)."""
     tokens = list(_tokenizer().tokenize(text))
-    found = []
-    for i, token in enumerate(tokens):
-        following = tokens[i + 1].surface if i + 1 < len(tokens) else None
-        known = token.node_type != "UNKNOWN"
-        kind = _kind(token.surface, token.part_of_speech, known, following)
-        found.append(Word(token.surface, kind))
-    return tuple(found)
+    following = [t.surface for t in tokens[1:]] + [""]
+    return tuple(
+        Word(t.surface, _kind(t.surface, t.part_of_speech, t.node_type != "UNKNOWN", after))
+        for t, after in zip(tokens, following, strict=True)
+    )
 
 
 def names(text: str) -> set[str]:

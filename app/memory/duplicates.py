@@ -225,19 +225,25 @@ def _swapped(old: str, new: str) -> bool:
 
 
 def _japanese_predicate(a: str, b: str, head: int, tail: int) -> bool:
-    """Only verbs, auxiliaries and particles differ (申し込んだ / 出場する, に行く /
-    を訪れたいと思っている), and what both keep names what the fact is about."""
+    """Only the verb phrase differs, and by more than its verb: its particles or auxiliaries
+    too (に行く / を訪れたいと思っている); what both keep names what the fact is about. A
+    verb for another alone (習っている / 教えている) is a value, as a noun would be."""
     kept: list[japanese.Word] = []
+    ties: list[list[str]] = []
     for text in (a, b):
         at, end = 0, len(text) - tail
+        ties.append([])
         for word in japanese.words(text):
             inside = at < end and at + len(word.surface) > head
-            if inside and word.kind is not japanese.Kind.PREDICATE:
+            if inside and word.kind not in (japanese.Kind.VERB, japanese.Kind.PARTICLE):
                 return False
+            if inside and word.kind is japanese.Kind.PARTICLE:
+                ties[-1].append(word.surface)
             if not inside:
                 kept.append(word)
             at += len(word.surface)
-    return any(w.kind in (japanese.Kind.NOUN, japanese.Kind.NAME) for w in kept)
+    nouns = (japanese.Kind.NOUN, japanese.Kind.NAME)
+    return ties[0] != ties[1] and any(w.kind in nouns for w in kept)
 
 
 # English words that lead a verb into its object or say its tense and mood: a span of them

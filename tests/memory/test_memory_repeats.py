@@ -57,6 +57,8 @@ def test_a_repeat_in_other_words_shows_no_telling_difference(old: str, new: str)
         ("Sam is training for a triathlon.", "Sam is training for a hackathon.", VALUE),
         ("Sam quit her job at the bakery.", "Sam started a job at the bakery.", VALUE),
         ("Sam's older sister teaches.", "Sam's younger sister teaches.", VALUE),
+        ("Sam lives in Tokyo.", "Sam works in Tokyo.", VALUE),  # a verb for another alone
+        ("Sam plays the piano.", "Sam teaches the piano.", VALUE),
         # a number
         ("Sam's rent is 900 a month.", "Sam's rent went up to 950 a month.", NUMBER),
         ("Sam has 2 cats.", "Sam has cats.", NUMBER),
@@ -68,9 +70,12 @@ def test_a_repeat_in_other_words_shows_no_telling_difference(old: str, new: str)
         # Japanese
         ("けんじの兄は名古屋で教師をしている", "けんじの妹は福岡で看護師をしている", NAME),
         ("けんじの親友は健太", "けんじの一番の友達は拓也", NAME),
+        ("けんじは愛とたこ焼きを食べた", "けんじは毎日でもたこ焼きを食べられる", NAME),
         ("けんじは星野印刷で働いている", "けんじは海風食品の社員", NAME),
         ("けんじのうさぎの名前はチャチャ", "けんじの家にはソラといううさぎがいる", NAME),
         ("けんじはピアノを習っている", "けんじはギターを習っている", VALUE),
+        ("けんじはピアノを習っている", "けんじはピアノを教えている", VALUE),
+        ("けんじは去年結婚した", "けんじは去年離婚した", VALUE),
         ("けんじはキウイでアレルギーが出る", "けんじはそばでアレルギーが出る", VALUE),
         ("けんじの好物はたこ焼き", "けんじの好物は餃子", VALUE),
         ("けんじの家では唐辛子が育っている", "けんじの家ではバジルが育っている", VALUE),
@@ -89,4 +94,5 @@ def test_a_distinct_fact_or_a_negation_is_told_apart(
 def test_the_dictionary_tells_japanese_names_from_common_nouns() -> None:
     assert japanese.names("けんじの親友は健太、家は那覇") == {"健太", "那覇"}
     assert japanese.names("けんじは7月に京都へ旅行する予定") == {"京都"}
+    assert japanese.names("けんじは彩と家で猫を飼っている") == {"彩"}  # 彩 may be a given name
     assert japanese.names("Sam likes cats") == set()
