@@ -12,7 +12,11 @@ few words with it; vectors alone cannot tell it from a distinct fact of the same
 older brother in Nagoya" / "a younger sister in Fukuoka" score about as high as a true
 repeat). ``telling_difference`` looks at what differs: a negation, a number, a name or place
 of the old text the new one drops, or one value swapped for another in the same sentence.
-Only a candidate with none of these is put to the decision model (``same_memory``)."""
+Only a candidate with none of these is put to the decision model (``same_memory``). In
+Japanese, a dictionary tells names from common nouns (app/kit/japanese.py), so a rephrasing
+may drop "親友" and keep "健太"; in both languages a verb phrase said otherwise before values
+both keep ("is reading Dune" / "is halfway through Dune") is not a swapped value, while a
+verb or a noun swapped alone is."""
 
 from __future__ import annotations
 
