@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 
 from app.channel import store as channel_log
 from app.channel.exchange import Place
@@ -678,9 +678,12 @@ async def scale(args: argparse.Namespace) -> None:
 async def explain(
     sessions: SessionFactory, before: channel_log.LoggedMessage, rng: random.Random, count: int
 ) -> None:
-    """Postgres's own execution time of the ranked statements (EXPLAIN ANALYZE, without the
-    client, the loopback and the session's other statements), and whether the scoped GIN
-    index serves their probes."""
+    """Postgres's own planning and execution time of the ranked statements (EXPLAIN ANALYZE,
+    without the client, the loopback and the session's other statements), and whether the
+    scoped GIN index serves their probes; by meaning against the statement as it was before
+    the covering index (its vectors read from the table), interleaved in the same run. Then
+    the same with the tables' pages evicted from shared buffers before each statement (a
+    person whose rows no recent read brought in; the OS cache still holds them)."""
     plans: tuple[tuple[SearchTable, str, dict[str, object], int, Ranking, str], ...] = (
         (store.MEMORIES, "TRUE", {}, PERSON, store.RANKING, "ix_memories_search"),
         (
@@ -693,75 +696,81 @@ async def explain(
         ),
     )
     fusions = {store.MEMORIES: store.FUSION, channel_log.MESSAGES: channel_log.FUSION}
-    for table, where, bind, scope, ranking, index in plans:
-        ways: dict[str, tuple[str, bool, dict[str, object]]] = {
-            WORDS: (ranked_statement(table, where).text, False, {}),
-            MEANING: (ranked_statement(table, where, hybrid=True).text, True, {}),
-        }
-        if table is store.MEMORIES:
-            # The same read with the crowd computed at read time (as before the figures were
-            # stored), interleaved with the others in the same run: the baseline.
-            ways[READ_TIME] = (read_time_crowd(ways[MEANING][0]), True, READ_TIME_CROWD)
-        times: dict[str, list[float]] = {way: [] for way in ways}
-        used = False
-        for query, vector in queries(rng, count):
-            for way, (sql, hybrid, extra) in ways.items():
-                parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
-                if hybrid:
-                    parameters |= meaning_parameters(vector, fusions[table]) | extra
-                statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
-                async with sessions() as session:
-                    plan = (await session.execute(statement, parameters)).scalar_one()
-                plan = json.loads(plan) if isinstance(plan, str) else plan
-                times[way].append(float(plan[0]["Execution Time"]) / 1000)
-                used = used or index in json.dumps(plan)
-        for way, taken in times.items():
-            print(Summary(taken).line(f"   {table.table} ranked statement, {way}", 50))
-        if READ_TIME in times:
-            ours, base = Summary(times[MEANING]), Summary(times[READ_TIME])
+    evict = await _evictor(sessions)
+    for cold in (False, True) if evict else (False,):
+        for table, where, bind, scope, ranking, index in plans:
+            ways: dict[str, tuple[str, bool]] = {
+                WORDS: (ranked_statement(table, where).text, False),
+                MEANING: (ranked_statement(table, where, hybrid=True, indexed=True).text, True),
+                BEFORE: (as_before(ranked_statement(table, where, hybrid=True).text), True),
+            }
+            times: dict[str, list[float]] = {way: [] for way in ways}
+            used = False
+            for query, vector in queries(rng, count):
+                for way, (sql, hybrid) in ways.items():
+                    parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
+                    if hybrid:
+                        parameters |= meaning_parameters(vector, fusions[table])
+                    statement = text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+                    async with sessions() as session:
+                        if cold and evict is not None:
+                            await session.execute(evict, {"table": table.table})
+                        await session.execute(text("SET plan_cache_mode = force_custom_plan"))
+                        plan = (await session.execute(statement, parameters)).scalar_one()
+                    plan = json.loads(plan) if isinstance(plan, str) else plan
+                    spent = float(plan[0]["Execution Time"]) + float(plan[0]["Planning Time"])
+                    times[way].append(spent / 1000)
+                    used = used or index in json.dumps(plan)
+            state = "evicted from shared buffers" if cold else "warm"
+            print(f"   {table.table} ranked statement, planning + execution ({state}):")
+            for way, taken in times.items():
+                print(Summary(taken).line(f"     {way}", 48))
+            ours, base = Summary(times[MEANING]), Summary(times[BEFORE])
             print(
-                f"     {MEANING} (stored crowd figure) / {READ_TIME}: "
-                f"p50 {ours.p50 / base.p50:.2f}  p95 {ours.p95 / base.p95:.2f}"
+                f"     {MEANING} / {BEFORE}: p50 {ours.p50 / base.p50:.2f}  "
+                f"p95 {ours.p95 / base.p95:.2f}"
             )
-        print(f"     {index} serves its probes: {'yes' if used else 'no probe was needed'}")
+            print(f"     {index} serves its probes: {'yes' if used else 'no probe was needed'}")
 
 
-# The meaning leg as it was before the crowd figures were stored (migration 0019): among the
-# 100 nearest, each row's mean similarity to its 10 nearest there, 10⁴ similarities a read.
-_READ_TIME_CROWD = """
-pool AS MATERIALIZED (
-    SELECT c.id, c.at, c.embedding, c.similarity FROM compared c, spread s
-    WHERE c.similarity >= s.mean + :min_meaning * s.sd
-    ORDER BY c.similarity DESC, c.at DESC, c.id DESC LIMIT :hub_pool
-),
-crowd AS (
-    SELECT a.id, coalesce((
-        SELECT avg(n.similarity) FROM (
-            SELECT 1 - (a.embedding <=> b.embedding) AS similarity FROM pool b
-            WHERE b.id <> a.id ORDER BY 1 DESC LIMIT :hub_k
-        ) AS n
-    ), 0) AS density
-    FROM pool a
-),
-meaning AS (
-    SELECT p.id, p.at, row_number() OVER (
-        ORDER BY p.similarity - CAST(:hub_weight AS float8) * c.density DESC, p.at DESC, p.id DESC
+async def _evictor(sessions: SessionFactory) -> TextClause | None:
+    """A statement that evicts a table and its indexes from shared buffers (pg_buffercache,
+    PostgreSQL 18), or None where the extension is not available."""
+    async with unit_of_work(sessions) as session:
+        available = await session.scalar(
+            text("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_buffercache'")
+        )
+        if not available:
+            print("   (pg_buffercache is not available: no reads with cold shared buffers)")
+            return None
+        await session.execute(text("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+    return text(
+        "SELECT count(pg_buffercache_evict_relation(oid)) FROM pg_class "
+        "WHERE oid = CAST(:table AS regclass) OR oid IN "
+        "(SELECT indexrelid FROM pg_index WHERE indrelid = CAST(:table AS regclass))"
+    )
+
+
+# The meaning leg as it was before the covering index: every row of the sample numbered, then
+# the nearest kept (the vectors themselves come from the table: the statement without
+# `indexed` cannot use the partial index).
+_NUMBERED_WHOLE = """meaning AS (
+    SELECT c.id, c.at, row_number() OVER (
+        ORDER BY c.similarity - CAST(:hub_weight AS float8) * coalesce(c.crowd, 0) DESC,
+                 c.at DESC, c.id DESC
     ) AS place
-    FROM pool p JOIN crowd c ON c.id = p.id
+    FROM compared c, spread s
+    WHERE c.similarity >= s.mean + :min_meaning * s.sd
     ORDER BY place LIMIT :meaning_candidates
 ),
 """
-READ_TIME_CROWD: dict[str, object] = {"hub_pool": 100, "hub_k": 10}
-READ_TIME = "crowd at read time (before)"
+BEFORE = "words+meaning before (heap)"
 
 
-def read_time_crowd(sql: str) -> str:
-    """The hybrid memory statement with its meaning leg as it was (the baseline)."""
-    start, end = sql.index("-- Hubness"), sql.index("best AS (")
-    compared = "SELECT id, at, crowd, 1 - "
-    assert compared in sql
-    sql = sql[:start] + _READ_TIME_CROWD + sql[end:]
-    return sql.replace(compared, "SELECT id, at, crowd, embedding, 1 - ")
+def as_before(sql: str) -> str:
+    """The hybrid statement (not indexed) with its meaning leg as it was: the baseline."""
+    start, end = sql.index("-- The nearest few"), sql.index("best AS (")
+    return sql[:start] + _NUMBERED_WHOLE + sql[end:]
 
 
 async def write_cost(

@@ -18,7 +18,9 @@ scope's newest rows with a vector of the query's space are compared with it, tho
 nearer than the rest (a floor in standard deviations above their mean similarity) are ranked
 by similarity, and the two rankings are fused (weighted reciprocal ranks). A row without a
 vector yet is found by its words alone. Without a vector the statement is the words' alone,
-exactly as before."""
+exactly as before. A table whose rows are spread over its heap (a person's memories, among
+everybody's) keeps its vectors in a covering index in that order (SearchTable.indexed): the
+newest vectors are then a few hundred consecutive index pages, not a heap page per row."""
 
 from __future__ import annotations
 
@@ -123,6 +125,17 @@ class SearchTable:
     scope: str
     # The stored crowd figure (an SQL expression; NULL: the table keeps none, no discount).
     crowd: str = "CAST(NULL AS float8)"
+    # A covering index of the scope's vectors in the meaning leg's order (scope, space, time
+    # and id descending, with the vector and what the read filters and ranks by) holds the
+    # rows of this condition, vectors of at most ``indexed_dimensions``: a read of such a space
+    # repeats the condition, so the planner reads that index alone, not a heap page per row.
+    # "": the table has none.
+    indexed: str = ""
+    indexed_dimensions: int = 0
+
+    def reads_index(self, meaning: Embedding) -> bool:
+        """Whether the vectors of ``meaning``'s space are read from the covering index."""
+        return bool(self.indexed) and len(meaning.values) <= self.indexed_dimensions
 
     @property
     def keys(self) -> str:
@@ -232,7 +245,7 @@ compared AS MATERIALIZED (
     SELECT id, at, crowd, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
     FROM (
         SELECT id, {at} AS at, embedding, {crowd} AS crowd FROM {table}
-        WHERE {scope} = :scope_id AND {where} AND embedding_space = :space
+        WHERE {scope} = :scope_id AND {where} AND embedding_space = :space{indexed}
         ORDER BY {at} DESC, id DESC LIMIT :meaning_sample
     ) AS newest
 ),
@@ -244,14 +257,17 @@ spread AS (
 -- loses :hub_weight × its stored crowd figure, its mean similarity to its nearest neighbours
 -- in the scope (cross-domain similarity local scaling, CSLS), kept by the table's owner off
 -- the read's path; a row without the figure yet loses nothing.
+-- The nearest few are chosen first (a bounded sort), then numbered in the same order: the
+-- places the whole sample's numbering would give them.
 meaning AS (
-    SELECT c.id, c.at, row_number() OVER (
-        ORDER BY c.similarity - CAST(:hub_weight AS float8) * coalesce(c.crowd, 0) DESC,
-                 c.at DESC, c.id DESC
-    ) AS place
-    FROM compared c, spread s
-    WHERE c.similarity >= s.mean + :min_meaning * s.sd
-    ORDER BY place LIMIT :meaning_candidates
+    SELECT id, at, row_number() OVER (ORDER BY score DESC, at DESC, id DESC) AS place
+    FROM (
+        SELECT c.id, c.at, c.similarity - CAST(:hub_weight AS float8) * coalesce(c.crowd, 0)
+            AS score
+        FROM compared c, spread s
+        WHERE c.similarity >= s.mean + :min_meaning * s.sd
+        ORDER BY score DESC, c.at DESC, c.id DESC LIMIT :meaning_candidates
+    ) AS nearest
 ),
 best AS (
     SELECT id, max(at) AS at, max(relevance) AS relevance,
@@ -283,10 +299,14 @@ ORDER BY best.rank DESC, best.at DESC, best.id DESC
 
 
 @lru_cache(maxsize=256)
-def ranked_statement(table: SearchTable, where: str, *, hybrid: bool = False) -> TextClause:
+def ranked_statement(
+    table: SearchTable, where: str, *, hybrid: bool = False, indexed: bool = False
+) -> TextClause:
     """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
     and whether any row of the scope lacks its tokens, best first (one all-NULL row but the
-    flag when none is relevant). ``hybrid``: by meaning too (``:vector`` in ``:space``).
+    flag when none is relevant). ``hybrid``: by meaning too (``:vector`` in ``:space``);
+    ``indexed``: the space's vectors are read from the table's covering index
+    (``table.reads_index``), the same rows.
 
     ``where`` narrows the candidates (visibility, deletions, the window); its own bind
     parameters go with the call, together with ``ranked_parameters``."""
@@ -299,6 +319,7 @@ def ranked_statement(table: SearchTable, where: str, *, hybrid: bool = False) ->
             keys=table.keys,
             where=where,
             crowd=table.crowd,
+            indexed=f" AND {table.indexed}" if hybrid and indexed and table.indexed else "",
         )
     )
 
@@ -324,7 +345,8 @@ async def ranked(
     # A prepared statement switches to a generic plan after five runs; planned without its
     # scope, terms and limits this one is a hundred times slower. Custom plans, always.
     await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
-    statement = _ranked_rows(table, model, where, meaning is not None)
+    indexed = meaning is not None and table.reads_index(meaning)
+    statement = _ranked_rows(table, model, where, meaning is not None, indexed)
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
     if meaning is not None:
         parameters |= meaning_parameters(meaning, fusion)
@@ -375,12 +397,12 @@ async def term_weights(
 
 
 @lru_cache(maxsize=256)
-def _ranked_rows(table: SearchTable, model: Any, where: str, hybrid: bool) -> Any:
+def _ranked_rows(table: SearchTable, model: Any, where: str, hybrid: bool, indexed: bool) -> Any:
     """The ranked statement mapped onto ``model`` rows (built once: SQLAlchemy caches the
     compiled form of a statement it sees again)."""
     return (
         select(model, column("relevance", Float), column("tokens_missing", Boolean))
-        .from_statement(ranked_statement(table, where, hybrid=hybrid))
+        .from_statement(ranked_statement(table, where, hybrid=hybrid, indexed=indexed))
         .execution_options(populate_existing=True)
     )
 

@@ -35,6 +35,11 @@ CHANGES = "action <> 'read'"
 # memories went into (store.reply_reads), so it stays a row. Every other read may be counted.
 FED_A_REPLY = "actor = 'reply' AND trigger IS NOT NULL AND coalesce(after, '[]') <> '[]'"
 ROLLUP_CANDIDATES = f"action = 'read' AND NOT ({FED_A_REPLY})"
+# The longest vectors the covering index keeps beside their keys (a btree entry holds at most
+# 2,704 bytes; a halfvec takes two per dimension): a longer model's vectors are read from the
+# table. The index's condition, which a read repeats so that the planner may use it.
+VECTOR_INDEX_DIMENSIONS = 1024
+VECTOR_INDEX = f"embedding IS NOT NULL AND vector_dims(embedding) <= {VECTOR_INDEX_DIMENSIONS}"
 
 
 def _one_of(column: str, values: tuple[str, ...]) -> str:
@@ -85,6 +90,17 @@ class Memory(Base):
             "ix_memories_embedding_space",
             "embedding_space",
             postgresql_where=text("embedding IS NOT NULL"),
+        ),
+        # The person's vectors in the order recall reads them, with what it filters and ranks
+        # by: an index-only scan, not a heap page per row (migration 0021).
+        Index(
+            "ix_memories_vectors",
+            "user_id",
+            "embedding_space",
+            text("updated_at DESC"),
+            text("id DESC"),
+            postgresql_include=["origin", "origin_guild_id", "crowd", "embedding"],
+            postgresql_where=text(VECTOR_INDEX),
         ),
         Index(
             "ix_memories_crowd_waiting",

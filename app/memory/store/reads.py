@@ -45,6 +45,7 @@ from app.memory.store.rows import (
     FUSION,
     MATCHES,
     MATCHING,
+    MEMORIES,
     RANKING,
     RECENT_LIMIT,
     SEARCH_LIMIT,
@@ -174,7 +175,7 @@ _NEAR = """
 WITH compared AS MATERIALIZED (
     SELECT id, 1 - (embedding <=> CAST(:vector AS halfvec)) AS similarity
     FROM memories
-    WHERE user_id = :user_id AND {visible} AND embedding_space = :space
+    WHERE user_id = :user_id AND {visible} AND embedding_space = :space{indexed}
     ORDER BY updated_at DESC, id DESC LIMIT :sample
 ),
 spread AS (
@@ -218,7 +219,8 @@ async def near_repeats(
     ``vector``), nearest first, at most ``limit``: the memories it may repeat. One logged
     read (their texts may go to the decision model)."""
     await lock_owners(session, [user_id])
-    statement = text(_NEAR.format(visible=_visible_sql(session, place)))
+    indexed = f" AND {MEMORIES.indexed}" if MEMORIES.reads_index(vector) else ""
+    statement = text(_NEAR.format(visible=_visible_sql(session, place), indexed=indexed))
     parameters = {"vector": vector.sql(), "space": vector.space, "user_id": user_id}
     parameters |= {"sample": FUSION.sample, "few": FEW, "limit": limit}
     found = {

@@ -37,6 +37,8 @@ from app.memory.records import (
     encode,
 )
 from app.models.memory import (
+    VECTOR_INDEX,
+    VECTOR_INDEX_DIMENSIONS,
     Memory,
     MemoryLog,
 )
@@ -52,7 +54,14 @@ SEARCH_LIMIT = 10
 
 
 # The ranked reads (MEMORY_RECALL=relevant, `!memory search`, the near-duplicate check).
-MEMORIES = SearchTable("memories", "updated_at", "user_id", crowd="crowd")
+MEMORIES = SearchTable(
+    "memories",
+    "updated_at",
+    "user_id",
+    crowd="crowd",
+    indexed=VECTOR_INDEX,
+    indexed_dimensions=VECTOR_INDEX_DIMENSIONS,
+)
 
 
 # Chosen on bench/recall.py's tuning half (`--tune`): idf squared, the shipped prior; the

@@ -1,0 +1,58 @@
+"""each person's vectors in read order, beside their keys: recall by meaning without the heap
+
+The meaning leg of memory recall compares a query with the person's newest 2,000 vectors of its
+space (app/kit/relevance.py). Read from the table, that is a heap page per row, since a person's
+memories are spread over the whole table (written over months, among everybody's): at 10⁶ rows,
+most of the read's cost. This covering index holds the same rows in the order the read takes
+them (person, space, newest first), with the vector and what the read filters on and ranks by
+(origin, crowd figure), so the read is an index-only scan over a few hundred consecutive pages.
+
+Only vectors of at most 1024 dimensions (app/models/memory.py, VECTOR_INDEX_DIMENSIONS): a btree entry
+holds at most 2,704 bytes and a halfvec takes two per dimension; a longer model's rows are read
+from the table as before. The index repeats the vectors (about 1 kB per row at 384 dimensions)
+and like the row it goes with a delete or an erasure, and loses the vector when the text
+changes (migration 0017's trigger clears it in the row it is built from).
+
+An index-only scan reads the table for rows on pages not yet marked all-visible, and the rows a
+read wants are the newest: autovacuum visits `memories` after 2% of its rows changed or were
+added (not the default 20%), so the visibility map keeps up with them.
+
+Revision ID: 0021
+Revises: 0020
+Create Date: 2026-12-06 08:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from alembic import op
+
+revision: str = "0021"
+down_revision: str | None = "0020"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+VACUUM_SHARE = "0.02"
+
+
+def upgrade() -> None:
+    op.create_index(
+        "ix_memories_vectors",
+        "memories",
+        ["user_id", "embedding_space", sa.text("updated_at DESC"), sa.text("id DESC")],
+        postgresql_include=["origin", "origin_guild_id", "crowd", "embedding"],
+        postgresql_where=sa.text("embedding IS NOT NULL AND vector_dims(embedding) <= 1024"),
+    )
+    op.execute(
+        f"ALTER TABLE memories SET (autovacuum_vacuum_scale_factor = {VACUUM_SHARE}, "
+        f"autovacuum_vacuum_insert_scale_factor = {VACUUM_SHARE})"
+    )
+
+
+def downgrade() -> None:
+    op.execute(
+        "ALTER TABLE memories RESET (autovacuum_vacuum_scale_factor, "
+        "autovacuum_vacuum_insert_scale_factor)"
+    )
+    op.drop_index("ix_memories_vectors", table_name="memories")
