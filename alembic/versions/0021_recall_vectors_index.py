@@ -6,6 +6,8 @@ memories are spread over the whole table (written over months, among everybody's
 most of the read's cost. This covering index holds the same rows in the order the read takes
 them (person, space, newest first), with the vector and what the read filters on and ranks by
 (origin, crowd figure), so the read is an index-only scan over a few hundred consecutive pages.
+The crowd figures' upkeep (app/memory/store/crowds.py) compares a new vector with all of the
+person's from it too, with the floor it checks (at 10⁴ memories: 10⁴ table pages before).
 
 Only vectors of at most 1024 dimensions (app/models/memory.py, VECTOR_INDEX_DIMENSIONS): a btree entry
 holds at most 2,704 bytes and a halfvec takes two per dimension; a longer model's rows are read
@@ -41,7 +43,7 @@ def upgrade() -> None:
         "ix_memories_vectors",
         "memories",
         ["user_id", "embedding_space", sa.text("updated_at DESC"), sa.text("id DESC")],
-        postgresql_include=["origin", "origin_guild_id", "crowd", "embedding"],
+        postgresql_include=["origin", "origin_guild_id", "crowd", "crowd_floor", "embedding"],
         postgresql_where=sa.text("embedding IS NOT NULL AND vector_dims(embedding) <= 1024"),
     )
     op.execute(

@@ -92,14 +92,15 @@ class Memory(Base):
             postgresql_where=text("embedding IS NOT NULL"),
         ),
         # The person's vectors in the order recall reads them, with what it filters and ranks
-        # by: an index-only scan, not a heap page per row (migration 0021).
+        # by, and the crowd floor the figures' upkeep checks: an index-only scan, not a heap
+        # page per row (migration 0021).
         Index(
             "ix_memories_vectors",
             "user_id",
             "embedding_space",
             text("updated_at DESC"),
             text("id DESC"),
-            postgresql_include=["origin", "origin_guild_id", "crowd", "embedding"],
+            postgresql_include=["origin", "origin_guild_id", "crowd", "crowd_floor", "embedding"],
             postgresql_where=text(VECTOR_INDEX),
         ),
         Index(

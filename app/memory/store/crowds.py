@@ -18,43 +18,62 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.memory.store.rows import lock_owners
+from app.models.memory import VECTOR_INDEX, VECTOR_INDEX_DIMENSIONS
 
 CROWD_K = 10  # neighbours a figure is taken over (ten: see FUSION in rows.py)
 FEWER = -2.0  # the floor of a row with fewer than CROWD_K others: any new vector enters
 
-_FIGURES = text(
-    """
+# The statements run once for each kind of vector: those the covering index holds (migration
+# 0021), whose neighbours are compared from it (an index-only scan of the person's entries in
+# place of a table page each), and longer ones, compared from the table.
+_KINDS = (
+    (f"vector_dims(x.embedding) <= {VECTOR_INDEX_DIMENSIONS}", f" AND {VECTOR_INDEX}"),
+    (f"vector_dims(x.embedding) > {VECTOR_INDEX_DIMENSIONS}", ""),
+)
+
+_FIGURES = """
 UPDATE memories AS t SET crowd = f.crowd, crowd_floor = f.floor
 FROM (
     SELECT x.id, coalesce(avg(n.similarity), 0) AS crowd,
            CASE WHEN count(n.similarity) < :k THEN :fewer ELSE min(n.similarity) END AS floor
     FROM memories x LEFT JOIN LATERAL (
-        SELECT 1 - (x.embedding <=> y.embedding) AS similarity FROM memories y
-        WHERE y.user_id = x.user_id AND y.embedding_space = x.embedding_space AND y.id <> x.id
+        SELECT 1 - (x.embedding <=> embedding) AS similarity FROM memories
+        WHERE user_id = x.user_id AND embedding_space = x.embedding_space AND id <> x.id{index}
         ORDER BY similarity DESC LIMIT :k
     ) AS n ON true
-    WHERE x.id = ANY(CAST(:ids AS bigint[])) AND x.embedding IS NOT NULL
+    WHERE x.id = ANY(CAST(:ids AS bigint[])) AND x.embedding IS NOT NULL AND {kind}
     GROUP BY x.id
 ) AS f
 WHERE t.id = f.id
 """
-)
 
-# Rows a new vector is nearer to than their floor: it is one of their nearest now.
-_NEIGHBOURS_WAIT = text(
-    """
-UPDATE memories AS x SET crowd_floor = NULL
-FROM memories AS n
-WHERE n.id = ANY(CAST(:ids AS bigint[])) AND n.embedding IS NOT NULL
-  AND x.user_id = n.user_id AND x.embedding_space = n.embedding_space
-  AND x.id <> ALL(CAST(:ids AS bigint[])) AND x.crowd_floor IS NOT NULL
-  AND 1 - (x.embedding <=> n.embedding) > x.crowd_floor
-"""
+# Rows a new vector (x) is nearer to than their floor: it is one of their nearest now. (OFFSET
+# 0: with the comparison kept out of the scan, the planner reads all the person's entries in
+# one pass of the index, as it must, rather than a table page for each.)
+_NEIGHBOURS_WAIT = """
+UPDATE memories SET crowd_floor = NULL
+WHERE id IN (
+    SELECT n.id FROM memories x CROSS JOIN LATERAL (
+        SELECT id, crowd_floor, 1 - (embedding <=> x.embedding) AS similarity FROM memories
+        WHERE user_id = x.user_id AND embedding_space = x.embedding_space
+          AND id <> ALL(CAST(:ids AS bigint[])) AND crowd_floor IS NOT NULL{index}
+        OFFSET 0
+    ) AS n
+    WHERE x.id = ANY(CAST(:ids AS bigint[])) AND x.embedding IS NOT NULL AND {kind}
+      AND n.similarity > n.crowd_floor
 )
+"""
+
+
+def _each_kind(template: str) -> tuple[TextClause, ...]:
+    return tuple(text(template.format(kind=kind, index=index)) for kind, index in _KINDS)
+
+
+FIGURES, NEIGHBOURS_WAIT = _each_kind(_FIGURES), _each_kind(_NEIGHBOURS_WAIT)
 
 _WAITING = text(
     "SELECT id, user_id FROM memories WHERE embedding IS NOT NULL AND crowd_floor IS NULL "
@@ -67,8 +86,9 @@ async def settle(session: AsyncSession, ids: Sequence[int]) -> None:
     rows whose nearest they joined put back to wait for the back-fill."""
     if not ids:
         return
-    await session.execute(_NEIGHBOURS_WAIT, {"ids": list(ids)})
-    await session.execute(_FIGURES, {"ids": list(ids), "k": CROWD_K, "fewer": FEWER})
+    for statement in NEIGHBOURS_WAIT:
+        await session.execute(statement, {"ids": list(ids)})
+    await _figures(session, ids)
 
 
 async def owners_of(session: AsyncSession, ids: Sequence[int]) -> list[int]:
@@ -86,9 +106,16 @@ async def refresh(session: AsyncSession, *, limit: int) -> int:
     if not rows:
         return 0
     await lock_owners(session, {int(user_id) for _, user_id in rows})
-    ids = [int(row_id) for row_id, _ in rows]
-    result = await session.execute(_FIGURES, {"ids": ids, "k": CROWD_K, "fewer": FEWER})
-    return int(getattr(result, "rowcount", 0))
+    return await _figures(session, [int(row_id) for row_id, _ in rows])
+
+
+async def _figures(session: AsyncSession, ids: Sequence[int]) -> int:
+    """The figures of ``ids`` (those with a vector); how many."""
+    done = 0
+    for statement in FIGURES:
+        result = await session.execute(statement, {"ids": list(ids), "k": CROWD_K, "fewer": FEWER})
+        done += int(getattr(result, "rowcount", 0))
+    return done
 
 
 async def waiting(session: AsyncSession) -> int:
