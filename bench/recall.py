@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import asyncpg
 import httpx
@@ -82,6 +83,7 @@ RECENT_MESSAGES = channel_log.CONTEXT_SIZE
 OLDER_MESSAGES = 10  # MEMORY_RECALL_MESSAGES's default
 WHY = Why(Actor.REPLY, "recall")
 SEED = 22
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -663,8 +665,10 @@ async def scale(args: argparse.Namespace) -> None:
             for read in ways.values():
                 for query, vector in queries(rng, args.warmup):
                     await read(sessions, query, vector)
-            for query, vector in queries(rng, args.reads):  # interleaved: drift falls on all
-                for way, read in ways.items():
+            # Interleaved, so drift falls on all; in turn first, so does the cost of the pages
+            # a query's words bring into shared buffers for the reads after it.
+            for n, (query, vector) in enumerate(queries(rng, args.reads)):
+                for way, read in rotated(ways, n):
                     started = time.perf_counter()
                     await read(sessions, query, vector)
                     samples.setdefault((name, way), []).append(time.perf_counter() - started)
@@ -679,6 +683,13 @@ async def scale(args: argparse.Namespace) -> None:
     finally:
         await engine.dispose()
         await conn.close()
+
+
+def rotated(ways: dict[str, T], n: int) -> list[tuple[str, T]]:
+    """The ways in turn: the ``n``-th query starts with the ``n``-th way."""
+    items = list(ways.items())
+    start = n % len(items)
+    return items[start:] + items[:start]
 
 
 async def explain(
@@ -712,8 +723,8 @@ async def explain(
             }
             times: dict[str, list[float]] = {way: [] for way in ways}
             used = False
-            for query, vector in queries(rng, count):
-                for way, (sql, hybrid) in ways.items():
+            for n, (query, vector) in enumerate(queries(rng, count)):
+                for way, (sql, hybrid) in rotated(ways, n):
                     parameters = ranked_parameters(table, scope, query, ranking, 10) | bind
                     if hybrid:
                         parameters |= meaning_parameters(vector, fusions[table])
