@@ -1,7 +1,7 @@
 """Benchmark one turn end to end: POST /webhook until the fake Discord receives the reply.
 
     python -m bench.turn [--turns 30] [--warmup 3] [--concurrency 1] [--poll-delay S]
-                         [--providers anthropic,openai] [--fakes-loop uvloop|asyncio]
+                         [--providers anthropic,openai]
 
 The real API (uvicorn app.main:app) and the real worker (python -m app worker, long
 running, as deployed) run as their own processes against a fresh database; the decision
@@ -44,7 +44,6 @@ from app.decision.fake import FakeJev
 from app.decision.vocabulary import Question
 from app.decision.wire import request_body
 from app.discord.fake import DISCORD_EPOCH_MS, FakeDiscord
-from app.kit.loop import run_main
 from app.worker import POLL_DELAY_S
 from bench._rig import (
     UNLIMITED,
@@ -329,7 +328,7 @@ def provider_env(provider: Provider, model_url: str) -> dict[str, str]:
     return {"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "bench-anthropic-key"}
 
 
-def arguments() -> argparse.Namespace:
+async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
@@ -342,18 +341,7 @@ def arguments() -> argparse.Namespace:
         default="anthropic,openai",
         help="chat adapters to run, in order, comma-separated (anthropic, openai)",
     )
-    parser.add_argument(
-        "--fakes-loop",
-        choices=("uvloop", "asyncio"),
-        default="uvloop",
-        help="the event loop this process's fakes serve on (uvloop: as uvicorn serves by "
-        "default; asyncio: what a slower harness adds to every upstream call)",
-    )
-    return parser.parse_args()
-
-
-async def main(args: argparse.Namespace) -> None:
-    print(f"fakes serve on {args.fakes_loop}")
+    args = parser.parse_args()
     runs: dict[Provider, list[Timing]] = {}
     for provider in (Provider(p.strip()) for p in args.providers.split(",") if p.strip()):
         print(f"== CHAT_PROVIDER={provider.value}")
@@ -449,5 +437,4 @@ async def run_provider(
 
 
 if __name__ == "__main__":
-    options = arguments()
-    (run_main if options.fakes_loop == "uvloop" else asyncio.run)(main(options))
+    asyncio.run(main())
