@@ -1,7 +1,8 @@
 """The event loop the long-running processes (worker, relay) run on: uvloop, as uvicorn
 already gives the API. Every turn's bookkeeping is round trips to Postgres, Redis and the
-upstream APIs; uvloop's socket handling takes about a fifth off the worker's own share of a
-turn (bench.turn). Where uvloop does not build (Windows), the standard loop."""
+upstream APIs, and uvloop's socket handling makes them cheaper (bench.turn: the mean turn
+443 ms against 452 ms on the standard loop, one quiet run each). Where uvloop does not build
+(Windows), the standard loop."""
 
 from __future__ import annotations
 
