@@ -4,9 +4,10 @@ channel the directory never placed, such as a thread whose THREAD_CREATE has not
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from app.db import unit_of_work
 from app.directory import store as directory
@@ -29,11 +30,12 @@ async def channel_rules(services: Services, message: MessageCreate, *, mentioned
 @dataclass(frozen=True, slots=True)
 class Placing:
     """The rules that hold in a channel the directory never placed until Discord says what it
-    is, and that lookup under way. It can give a thread its parent's persona, model and pins,
-    never stop the turn: no channel has its mode off."""
+    is, and the lookup to make (``place``: ask Discord, record the answer, return the rules).
+    It can give a thread its parent's persona, model and pins, never stop the turn: no channel
+    has its mode off."""
 
     meanwhile: Rules
-    placed: asyncio.Task[Rules]
+    place: Callable[[], Awaitable[Rules]]
 
 
 async def mention_rules(services: Services, message: MessageCreate) -> Rules | Placing:
@@ -45,7 +47,7 @@ async def mention_rules(services: Services, message: MessageCreate) -> Rules | P
         return read
     if read.any_off:
         return await _placed(services, message, read)
-    return Placing(read.found, asyncio.create_task(_placed(services, message, read)))
+    return Placing(read.found, partial(_placed, services, message, read))
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,35 +210,27 @@ async def ask_early(
         _bot_message_corrected(services, message),
         read_context(services, message, attempt.event_id, before_log=True),
     )
-    # A channel Discord is still asked about: the lookup cannot stop a mention's turn, so
-    # the questions go out meanwhile; its persona, model and pins are in place before the
-    # reply needs them.
+    # A channel Discord is still to be asked about: the lookup cannot stop a mention's turn,
+    # so it is made while the questions are out; its persona, model and pins are in place
+    # before the reply needs them.
     placing, rules = (found, found.meanwhile) if isinstance(found, Placing) else (None, found)
     audience = addressing(
         message, services.bot_user_id, rules.mode, dms_enabled=services.settings.dms_enabled
     )
     if audience is not Audience.ADDRESSED or corrected is not None or read.changed:
-        await _placed(placing)
         return None  # 5 and the notices come after the log, in order; so does text we
         # would not answer (what the log holds is the edit, or nothing)
     if refused := await within_limits(services, message, attempt, audience, corrected):
-        await _placed(placing)
-        return refused
+        return refused  # no model call: the channel is looked up when it next matters
     context = build_context(services, message, read, rules)
     asking = start_emoji_questions(services, message, context)
     if placing is not None:
         try:
-            context = build_context(services, message, read, await placing.placed)
+            context = build_context(services, message, read, await placing.place())
         except BaseException:
             await _settle_task(asking)
             raise
     return Asked(context, asking)
-
-
-async def _placed(placing: Placing | None) -> None:
-    """The channel's lookup finished (its record written), whoever reads it next."""
-    if placing is not None:
-        await placing.placed
 
 
 async def ask_in_order(
