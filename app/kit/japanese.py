@@ -87,9 +87,10 @@ def _kind(surface: str, pos: str, known: bool, following: str) -> Kind:
     return Kind.NOUN
 
 
-@lru_cache(maxsize=4096)
 def words(text: str) -> tuple[Word, ...]:
-    """The words of ``text`` in order (all of its characters, cut at word boundaries)."""
+    """The words of ``text`` in order (all of its characters, cut at word boundaries). Not
+    cached: the texts are people's memories, and a process-wide cache would keep them past
+    an edit, a forget or an erasure (a cut is ~1.5 ms, in the background write path)."""
     tokens = list(_tokenizer().tokenize(text))
     following = [t.surface for t in tokens[1:]] + [""]
     return tuple(
