@@ -158,6 +158,29 @@ def worker_pair(settings: Settings, log: Path) -> tuple[WorkerProcess, WorkerPro
     return first, WorkerProcess(second_env, log.with_name("second-worker.log"))
 
 
+@asynccontextmanager
+async def pair_running(
+    first: WorkerProcess,
+    second: WorkerProcess,
+    redis: Redis,
+    *,
+    release: asyncio.Event | None = None,
+) -> AsyncIterator[None]:
+    """The body's workers, ended whatever happens: both logs' tails printed when it fails;
+    then what the fakes hold is released, the first killed, the second stopped, Redis closed."""
+    try:
+        yield
+    except BaseException:
+        print(first.tail(), second.tail(), sep="\n")
+        raise
+    finally:
+        if release is not None:
+            release.set()
+        first.kill()
+        second.stop()
+        await redis.aclose()
+
+
 # -- holding a fake's answers ---------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.db import SessionFactory
-from tests.faults.harness import Tally, WorkerProcess, gated_stack, worker_env
+from tests.faults.harness import Tally, WorkerProcess, gated_stack, pair_running, worker_env
 from tests.support.servers import free_port
 from tests.support.trust_env import ADMIN
 from tests.support.waiting import wait_until
@@ -97,7 +97,7 @@ async def test_an_erasure_killed_mid_batch_resumes_and_finishes_with_the_same_re
             {**env, "WORKER_METRICS_PORT": str(free_port())},
             worker_log.with_name("second-worker.log"),
         )
-        try:
+        async with pair_running(first, second, redis):
             first.start()
             async with httpx.AsyncClient(base_url=stack.api, headers=ADMIN) as admin:
                 started = await admin.post(f"/users/{ALICE}/erase")
@@ -122,13 +122,6 @@ async def test_an_erasure_killed_mid_batch_resumes_and_finishes_with_the_same_re
 
                 await wait_until(done, within=90, what="the resumed erasure to finish")
                 status = (await admin.get(f"/erasures/{erasure_id}")).json()
-        except BaseException:
-            print(first.tail(), second.tail(), sep="\n")
-            raise
-        finally:
-            first.kill()
-            second.stop()
-            await redis.aclose()
 
     receipt = status["receipt"]
     tally.extra.update(receipt_messages=receipt["messages"], memories=receipt["memories"])

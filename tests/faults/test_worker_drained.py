@@ -22,6 +22,7 @@ from tests.faults.harness import (
     Tally,
     count_outcomes,
     gated_stack,
+    pair_running,
     post_mentions,
     unhandled_events,
     worker_pair,
@@ -60,7 +61,7 @@ async def test_a_worker_sent_sigterm_mid_turn_drains_and_every_turn_replies_once
         stack.model.responder = answer
         first, second = worker_pair(stack.settings, worker_log)
         first.env["WORKER_DRAIN_GRACE_S"] = "1" if handed_back else "60"
-        try:
+        async with pair_running(first, second, redis, release=release):
             first.start()
             ids = await post_mentions(stack, tally, turns=TURNS, first_channel=400)
             await wait_until(
@@ -92,14 +93,6 @@ async def test_a_worker_sent_sigterm_mid_turn_drains_and_every_turn_replies_once
             replied_after_s = time.monotonic() - signalled
             await wait_until(settled, within=60, what="every event to be handled")
             exit_code = await asyncio.to_thread(first.process.wait, 30)
-        except BaseException:
-            print(first.tail(), second.tail(), sep="\n")
-            raise
-        finally:
-            release.set()
-            first.kill()
-            second.stop()
-            await redis.aclose()
 
         await count_outcomes(tally, fault_sessions, stack.discord, ids, addressed=ids)
         tally.extra["exit_code"] = exit_code

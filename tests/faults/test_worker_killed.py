@@ -21,6 +21,7 @@ from tests.faults.harness import (
     Tally,
     count_outcomes,
     gated_stack,
+    pair_running,
     post_mentions,
     wait_until_drained,
     worker_pair,
@@ -62,7 +63,7 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
         gate.closed = not in_model
         # The second is a restart (one worker), or was running all along beside the first.
         first, second = worker_pair(stack.settings, worker_log)
-        try:
+        async with pair_running(first, second, redis, release=release):
             first.start()
             ids = await post_mentions(stack, tally, turns=TURNS, first_channel=300)
 
@@ -98,14 +99,6 @@ async def test_worker_sigkilled_mid_turn_replies_exactly_once(
                 second.start()
 
             await wait_until_drained(redis, fault_sessions)
-        except BaseException:
-            print(first.tail(), second.tail(), sep="\n")
-            raise
-        finally:
-            release.set()
-            first.kill()
-            second.stop()
-            await redis.aclose()
 
         await count_outcomes(tally, fault_sessions, stack.discord, ids, addressed=ids)
         posts = [c for c in stack.discord.calls_to("POST") if c.path.endswith("/messages")]
@@ -162,7 +155,7 @@ async def test_worker_sigkilled_where_the_turn_overlaps_does_each_side_effect_on
     async with gated_stack(fault_settings, monkeypatch) as (stack, _), fault_sessions() as lock:
         stack.model.responder = answer
         first, second = worker_pair(stack.settings, worker_log)
-        try:
+        async with pair_running(first, second, redis, release=release):
             if not at_reply:
                 await lock.execute(text(f"LOCK TABLE {OVERLAPS[kill_point]} IN EXCLUSIVE MODE"))
                 release.set()
@@ -208,14 +201,6 @@ async def test_worker_sigkilled_where_the_turn_overlaps_does_each_side_effect_on
                 within=60,
                 what="each reply's memory job",
             )
-        except BaseException:
-            print(first.tail(), second.tail(), sep="\n")
-            raise
-        finally:
-            release.set()
-            first.kill()
-            second.stop()
-            await redis.aclose()
 
         await count_outcomes(tally, fault_sessions, stack.discord, ids, addressed=ids)
         posts = [c for c in stack.discord.calls_to("POST") if c.path.endswith("/messages")]
