@@ -6,7 +6,6 @@ Postgres → the API and the staff command)."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import date
 from typing import Any
 
@@ -32,16 +31,6 @@ ALICE, STAFF = 2001, 2099
 GUILD = 500
 AUTH = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 ESTIMATED = re.compile(r"\((\d+) calls?'s? tokens estimated: the server reported none\)")
-
-
-@pytest.fixture
-async def stack(
-    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        settings, monkeypatch, staff_user_ids=[STAFF], memory_consolidate_every=1000
-    ) as running:
-        yield running
 
 
 def openai_fake(stack: Stack) -> FakeOpenAI:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import date, timedelta
 from typing import Any
 
@@ -17,7 +16,6 @@ from sqlalchemy import func, select
 
 from app.commands.parser import STAFF_USAGE, StaffUsage, Usage, parse_command
 from app.commands.usage import format_usage
-from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.kit.clock import jst_day, utcnow
 from app.kit.spend import PurposeSpend, UsageKey
@@ -28,7 +26,7 @@ from app.usage.meter import tokens_of, without
 from app.usage.store import EVERYWHERE, Spent
 from tests.support.frames import message_create
 from tests.support.providers import BOTH_PROVIDERS
-from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.stack import BOT_ID, Stack
 
 pytestmark = BOTH_PROVIDERS
 
@@ -39,16 +37,6 @@ AUTH = {"Authorization": "Bearer test-admin-secret-8c2e4a6f1d3b5907"}
 
 # What one person's calls were: (guild, person, purpose) -> (calls, tokens).
 Served = dict[tuple[int | None, int | None, str], tuple[int, int]]
-
-
-@pytest.fixture
-async def stack(
-    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Stack]:
-    async with running_stack(
-        settings, monkeypatch, staff_user_ids=[STAFF], memory_consolidate_every=1000
-    ) as running:
-        yield running
 
 
 async def served_while(
