@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent import store as agent_sessions
@@ -78,6 +79,7 @@ class Phase(StrEnum):
     SIGNALS = "signals"
     ARTIFACTS = "artifacts"
     MENTIONS = "mentions"
+    STATISTICS = "statistics"
     NOTIFY = "notify"
 
 
@@ -119,6 +121,7 @@ class Progress(BaseModel):
     phase: Phase = Phase.PREPARE
     cursor: int = 0
     frame_cursor: str = ""
+    analysed: str = ""  # the statistics phase: the last table analysed
     counts: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(RECEIPT_KEYS, 0))
     names: list[str] = Field(default_factory=list)
     channels: list[int] = Field(default_factory=list)
@@ -612,6 +615,46 @@ async def _mentions(session: AsyncSession, who: Who, progress: Progress) -> bool
     return False
 
 
+async def _statistics(session: AsyncSession, who: Who, progress: Progress) -> bool:
+    """The planner's samples: ANALYZE keeps sampled values of every column in pg_statistic
+    (whole message and memory texts, token arrays, vectors, names, frames) until the table is
+    analysed again, which for a large table may be weeks away, and PostgreSQL 18's pg_dump
+    copies them into every backup. Every table of the schema (one added later too) is
+    analysed afresh, one a batch, in name order: the new samples are drawn from live rows
+    only, so none of theirs is among them."""
+    following = await session.scalar(
+        text(
+            "SELECT min(tablename) FROM pg_tables "
+            "WHERE schemaname = current_schema() AND tablename > :after"
+        ),
+        {"after": progress.analysed},
+    )
+    if following is None:
+        progress.advance()
+        return False
+    if await session.scalar(_CAN_CLEAR):
+        await session.execute(_CLEAR, {"table": following})
+    await session.execute(text(f'ANALYZE "{following}"'))
+    progress.analysed = str(following)
+    return False
+
+
+# ANALYZE leaves a table's old samples where it finds no rows (one the erasure emptied):
+# PostgreSQL 18 can clear them first, in the same transaction (the table's owner may). On an
+# older server such a table keeps them until it holds rows again (docs/operations.md).
+_CAN_CLEAR = text(
+    "SELECT to_regprocedure('pg_clear_attribute_stats(text,text,text,boolean)') IS NOT NULL"
+)
+_CLEAR = text(
+    "SELECT count(pg_clear_attribute_stats(s.schemaname::text, s.tablename::text, "
+    "s.attname::text, s.inherited)) FROM pg_stats s "
+    "WHERE s.schemaname = current_schema() AND s.tablename IN ("
+    "  SELECT CAST(:table AS name) UNION ALL SELECT c.relname FROM pg_index i "
+    "  JOIN pg_class c ON c.oid = i.indexrelid "
+    "  WHERE i.indrelid = CAST(quote_ident(:table) AS regclass))"
+)
+
+
 PHASES: dict[Phase, PhaseStep] = {
     Phase.PREPARE: _prepare,
     Phase.REPLY_READS: _reply_reads,
@@ -624,4 +667,5 @@ PHASES: dict[Phase, PhaseStep] = {
     Phase.SIGNALS: _signals,
     Phase.ARTIFACTS: _artifacts,
     Phase.MENTIONS: _mentions,
+    Phase.STATISTICS: _statistics,
 }

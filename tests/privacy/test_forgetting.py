@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -267,6 +268,31 @@ async def traces_left(
     return found
 
 
+async def analyse_everything(sessions: SessionFactory) -> None:
+    """What autovacuum does now and then: samples of every column into pg_statistic."""
+    async with sessions() as session:
+        await session.execute(text("ANALYZE"))
+        await session.commit()
+
+
+async def sampled(sessions: SessionFactory, needles: Iterable[str]) -> set[tuple[str, str]]:
+    """(table or index, column) of every planner statistic that holds one of ``needles``:
+    the sampled values of pg_statistic (most common values and elements, histogram bounds)."""
+    found: set[tuple[str, str]] = set()
+    async with sessions() as session:
+        for needle in needles:
+            rows = await session.execute(
+                text(
+                    "SELECT tablename, attname FROM pg_stats WHERE schemaname = 'public' AND "
+                    "concat(most_common_vals::text, histogram_bounds::text, "
+                    "most_common_elems::text) ILIKE :n"
+                ),
+                {"n": f"%{needle}%"},
+            )
+            found.update((table, column) for table, column in rows.tuples())
+    return found
+
+
 async def vectors_of(sessions: SessionFactory, needles: tuple[str, ...]) -> set[str]:
     """Every vector (as text) stored beside a row whose text holds one of ``needles``, in
     every vector column of every table (found through the catalog)."""
@@ -485,12 +511,17 @@ async def test_an_erasure_leaves_no_trace_of_her_words_in_any_table_and_bobs_int
         }
         assert {table for table, _, _ in await traces_left(sessions, MARKERS[3:])} == {"inbox"}
         his = await bobs_rows(sessions)
+        # The planner's samples hold her texts, tokens and vectors too.
+        await analyse_everything(sessions)
+        assert {t for t, _ in await sampled(sessions, MARKERS)} >= {"memories", "messages"}
+        assert await sampled(sessions, hers)
 
         await world.tell(ALICE, "!forgetme", mention=False)
 
         assert await traces_left(sessions, MARKERS) == []  # nothing of what she wrote
         assert await vectors_left(sessions, hers) == []  # nor a vector made from it
         assert await figures_left(sessions, her_figures) == []  # nor a figure taken from one
+        assert await sampled(sessions, (*MARKERS, *hers)) == set()  # nor a sample of either
         # Nor a row kept under her id where she is a key, not a name (her folded read counts,
         # her model usage: the usage stays in the totals as nobody's).
         assert await rows_keyed_by(sessions, ALICE, ("memory_read_counts", "model_usage")) == {
