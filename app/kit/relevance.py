@@ -298,6 +298,18 @@ ORDER BY best.rank DESC, best.at DESC, best.id DESC
 """
 
 
+# Both for this transaction, in one round trip. A prepared statement switches to a generic
+# plan after five runs; planned without its scope, terms and limits this one is a hundred
+# times slower: custom plans, always. Its only bitmap heap scans are the probes, each of which
+# stops after :probe_rows rows: reading ahead (effective_io_concurrency pages beyond the
+# current one) fetches pages the probe never looks at, about as many again when they are not
+# in shared buffers (a long channel's older rows).
+RANKED_READ_SETTINGS = text(
+    "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), "
+    "set_config('effective_io_concurrency', '0', true)"
+)
+
+
 @lru_cache(maxsize=256)
 def ranked_statement(
     table: SearchTable, where: str, *, hybrid: bool = False, indexed: bool = False
@@ -342,9 +354,7 @@ async def ranked(
     first; by their words, and with ``meaning`` (the query's vector) by meaning too. Rows of
     the scope that lack their tokens get them, and the read runs again, so nothing written by
     hand is missed (one statement when nothing lacks them)."""
-    # A prepared statement switches to a generic plan after five runs; planned without its
-    # scope, terms and limits this one is a hundred times slower. Custom plans, always.
-    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    await session.execute(RANKED_READ_SETTINGS)
     indexed = meaning is not None and table.reads_index(meaning)
     statement = _ranked_rows(table, model, where, meaning is not None, indexed)
     parameters = ranked_parameters(table, scope_id, query, ranking, limit) | bind
