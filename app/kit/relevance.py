@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import Boolean, Float, TextClause, column, select, text
+from sqlalchemy import Boolean, Float, TextClause, column, inspect, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import DeclarativeBase
 
@@ -288,7 +288,7 @@ best AS (
 _TAIL = """
 -- One row at least: with nothing relevant, the one row (all NULL but the flag) still says
 -- whether the scope lacks tokens.
-SELECT {table}.*, best.relevance, status.tokens_missing
+SELECT {columns}, best.relevance, status.tokens_missing
 FROM (
     SELECT EXISTS (SELECT FROM {table} WHERE {scope} = :scope_id AND search_tokens IS NULL)
         AS tokens_missing
@@ -312,9 +312,14 @@ RANKED_READ_SETTINGS = text(
 
 @lru_cache(maxsize=256)
 def ranked_statement(
-    table: SearchTable, where: str, *, hybrid: bool = False, indexed: bool = False
+    table: SearchTable,
+    where: str,
+    *,
+    hybrid: bool = False,
+    indexed: bool = False,
+    columns: tuple[str, ...] = (),
 ) -> TextClause:
-    """The ranked read over ``table`` for one scope: its rows (all columns), their relevance
+    """The ranked read over ``table`` for one scope: its rows (``columns``, or all), their relevance
     and whether any row of the scope lacks its tokens, best first (one all-NULL row but the
     flag when none is relevant). ``hybrid``: by meaning too (``:vector`` in ``:space``);
     ``indexed``: the space's vectors are read from the table's covering index
@@ -330,6 +335,7 @@ def ranked_statement(
             scope=table.scope,
             keys=table.keys,
             where=where,
+            columns=", ".join(f"{table.table}.{c}" for c in columns) or f"{table.table}.*",
             crowd=table.crowd,
             indexed=f" AND {table.indexed}" if hybrid and indexed and table.indexed else "",
         )
@@ -409,10 +415,15 @@ async def term_weights(
 @lru_cache(maxsize=256)
 def _ranked_rows(table: SearchTable, model: Any, where: str, hybrid: bool, indexed: bool) -> Any:
     """The ranked statement mapped onto ``model`` rows (built once: SQLAlchemy caches the
-    compiled form of a statement it sees again)."""
+    compiled form of a statement it sees again). The model's deferred columns (a vector) are
+    not read: nobody uses them, and each is kilobytes to send and decode."""
+    loaded = tuple(
+        prop.columns[0].name for prop in inspect(model).column_attrs if not prop.deferred
+    )
+    statement = ranked_statement(table, where, hybrid=hybrid, indexed=indexed, columns=loaded)
     return (
         select(model, column("relevance", Float), column("tokens_missing", Boolean))
-        .from_statement(ranked_statement(table, where, hybrid=hybrid, indexed=indexed))
+        .from_statement(statement)
         .execution_options(populate_existing=True)
     )
 

@@ -1,21 +1,29 @@
 """The person's vectors in read order (migration 0021's covering index): recall by meaning can
 read them from the index alone, finds the same memories either way, and a model whose vectors
-are too long for a btree entry is still written and recalled, from the table."""
+are too long for a btree entry is still written and recalled, from the table; the rows come
+back without their vectors."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.channel.exchange import DM
 from app.db import SessionFactory, unit_of_work
-from app.kit.relevance import Query, meaning_parameters, ranked_parameters, ranked_statement
+from app.kit.relevance import (
+    Query,
+    meaning_parameters,
+    ranked,
+    ranked_parameters,
+    ranked_statement,
+)
 from app.kit.vectors import Embedding
 from app.memory import store
 from app.memory.records import Why
-from app.models.memory import VECTOR_INDEX_DIMENSIONS
+from app.models.memory import VECTOR_INDEX_DIMENSIONS, Memory
 from app.vocabulary import Actor
 
 ALICE = 11
@@ -110,3 +118,37 @@ async def test_the_longest_indexed_vectors_fit_and_longer_ones_are_read_from_the
             {"user_id": ALICE},
         )
     assert in_index == 12
+
+
+async def test_a_ranked_read_leaves_the_vectors_in_the_database(
+    sessions: SessionFactory, engine: AsyncEngine
+) -> None:
+    # The rows come back without their vectors: nothing reads them, and each is kilobytes
+    # to send and decode. What the server sends is what the cursor describes.
+    written = await notes(sessions, "test-space@8/field", 8)
+    sent: list[list[str]] = []
+
+    def described(conn: object, cursor: Any, statement: str, *args: object) -> None:
+        if "best.relevance" in statement:
+            sent.append([column[0] for column in cursor.description])
+
+    event.listen(engine.sync_engine, "after_cursor_execute", described)
+    try:
+        async with unit_of_work(sessions) as session:
+            found = await ranked(
+                session,
+                store.MEMORIES,
+                Memory,
+                where="TRUE",
+                bind={},
+                scope_id=ALICE,
+                query=QUESTION,
+                ranking=store.RANKING,
+                limit=3,
+                meaning=next(iter(written.values())),
+            )
+            assert len(found) == 3 and all(row.content for row, _ in found)
+    finally:
+        event.remove(engine.sync_engine, "after_cursor_execute", described)
+    assert sent and all("content" in columns for columns in sent)
+    assert not any("embedding" in columns for columns in sent)
