@@ -632,11 +632,21 @@ async def _statistics(session: AsyncSession, who: Who, progress: Progress) -> bo
     if following is None:
         progress.advance()
         return False
-    if await session.scalar(_CAN_CLEAR):
-        await session.execute(_CLEAR, {"table": following})
-    await session.execute(text(f'ANALYZE "{following}"'))
+    if await session.scalar(_OWNS, {"table": following}):
+        if await session.scalar(_CAN_CLEAR):
+            await session.execute(_CLEAR, {"table": following})
+        await session.execute(text(f'ANALYZE "{following}"'))
+    else:  # a table an operator added under another owner: the erasure goes on
+        log.warning("erasure: statistics not refreshed", extra={"table": following})
     progress.analysed = str(following)
     return False
+
+
+# Only its owner (or a member of the owning role) may analyse a table and clear its samples.
+_OWNS = text(
+    "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class "
+    "WHERE oid = CAST(quote_ident(:table) AS regclass)"
+)
 
 
 # ANALYZE leaves a table's old samples where it finds no rows (one the erasure emptied):
