@@ -620,35 +620,36 @@ async def _statistics(session: AsyncSession, who: Who, progress: Progress) -> bo
     (whole message and memory texts, token arrays, vectors, names, frames) until the table is
     analysed again, which for a large table may be weeks away, and PostgreSQL 18's pg_dump
     copies them into every backup. Every table of the schema (one added later too) is
-    analysed afresh, one a batch, in name order: the new samples are drawn from live rows
-    only, so none of theirs is among them."""
-    following = await session.scalar(
-        text(
-            "SELECT min(tablename) FROM pg_tables "
-            "WHERE schemaname = current_schema() AND tablename > :after"
-        ),
-        {"after": progress.analysed},
-    )
-    if following is None:
+    analysed afresh, in name order, as many a batch as STATISTICS_SLICE_S allows (at least
+    one): the new samples are drawn from live rows only, so none of theirs is among them."""
+    remaining = (await session.execute(_REMAINING, {"after": progress.analysed})).tuples().all()
+    if not remaining:
         progress.advance()
         return False
-    if await session.scalar(_OWNS, {"table": following}):
-        if await session.scalar(_CAN_CLEAR):
-            await session.execute(_CLEAR, {"table": following})
-        await session.execute(text(f'ANALYZE "{following}"'))
-    else:  # a table an operator added under another owner: the erasure goes on
-        log.warning("erasure: statistics not refreshed", extra={"table": following})
-    progress.analysed = str(following)
+    clear = bool(await session.scalar(_CAN_CLEAR))
+    until = time.monotonic() + STATISTICS_SLICE_S
+    for table, owned in remaining:
+        if owned:
+            if clear:
+                await session.execute(_CLEAR, {"table": table})
+            await session.execute(text(f'ANALYZE "{table}"'))
+        else:  # a table an operator added under another owner: the erasure goes on
+            log.warning("erasure: statistics not refreshed", extra={"table": table})
+        progress.analysed = str(table)
+        if time.monotonic() > until:
+            break
     return False
 
 
-# Only its owner (or a member of the owning role) may analyse a table and clear its samples.
-_OWNS = text(
-    "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class "
-    "WHERE oid = CAST(quote_ident(:table) AS regclass)"
+STATISTICS_SLICE_S = 0.5  # a large table takes seconds alone; small ones go together
+# The tables still to analyse, and whether the bot's role owns each (only the owner, or a
+# member of the owning role, may analyse a table and clear its samples).
+_REMAINING = text(
+    "SELECT t.tablename, pg_has_role(c.relowner, 'USAGE') FROM pg_tables t "
+    "JOIN pg_namespace n ON n.nspname = t.schemaname "
+    "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename "
+    "WHERE t.schemaname = current_schema() AND t.tablename > :after ORDER BY t.tablename"
 )
-
-
 # ANALYZE leaves a table's old samples where it finds no rows (one the erasure emptied):
 # PostgreSQL 18 can clear them first, in the same transaction (the table's owner may). On an
 # older server such a table keeps them until it holds rows again (docs/operations.md).
