@@ -49,7 +49,7 @@ from app.memory.jobs import REMEMBER
 from app.memory.ledger_retention import redact_old_ledger_content, roll_up_old_reads
 from app.nightly import run as nightly
 from app.nightly.run import NIGHTLY_STEP
-from app.privacy import erasure
+from app.privacy import erasure, samples
 from app.privacy.erasure import ERASE
 from app.services import Services
 from app.structured.consolidation import CONSOLIDATE
@@ -151,7 +151,8 @@ async def embed_backlog(ctx: dict[str, Any]) -> None:
 async def prune(ctx: dict[str, Any]) -> None:
     """04:30 JST: the de-duplication window, the budget figures erasures kept that no longer
     count, then (when LEDGER_CONTENT_DAYS is set) the ledger's old memory text and (when
-    LEDGER_READ_ROLLUP_DAYS is set) its old reads."""
+    LEDGER_READ_ROLLUP_DAYS is set) its old reads; last, the planner's samples, so words
+    forgotten, edited, redacted or pruned during the day leave pg_statistic within a day."""
     services = _services(ctx)
     await prune_inbox(services.sessions)
     await erasure.forget_spent(services.sessions)
@@ -163,6 +164,7 @@ async def prune(ctx: dict[str, Any]) -> None:
     await roll_up_old_reads(
         services.sessions, days=services.settings.ledger_read_rollup_days, now=utcnow()
     )
+    await samples.refresh_all(services.sessions)
 
 
 POLL_DELAY_S = 0.5  # only the fallback poll: every enqueue wakes the workers at once

@@ -19,7 +19,6 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent import store as agent_sessions
@@ -38,7 +37,7 @@ from app.memory.records import Why, turn_of
 from app.nightly import store as runs
 from app.observations import store as observations
 from app.pins import store as pins
-from app.privacy import identity
+from app.privacy import identity, samples
 from app.privacy import store as register
 from app.privacy.store import ErasureRecord, RequestedBy, Status
 from app.services import Services
@@ -616,54 +615,14 @@ async def _mentions(session: AsyncSession, who: Who, progress: Progress) -> bool
 
 
 async def _statistics(session: AsyncSession, who: Who, progress: Progress) -> bool:
-    """The planner's samples: ANALYZE keeps sampled values of every column in pg_statistic
-    (whole message and memory texts, token arrays, vectors, names, frames) until the table is
-    analysed again, which for a large table may be weeks away, and PostgreSQL 18's pg_dump
-    copies them into every backup. Every table of the schema (one added later too) is
-    analysed afresh, in name order, as many a batch as STATISTICS_SLICE_S allows (at least
-    one): the new samples are drawn from live rows only, so none of theirs is among them."""
-    remaining = (await session.execute(_REMAINING, {"after": progress.analysed})).tuples().all()
-    if not remaining:
+    """The planner's samples (``app.privacy.samples``): every table analysed afresh, a slice
+    a batch, so none of the samples is of their rows any more."""
+    done = await samples.refresh_some(session, after=progress.analysed)
+    if done is None:
         progress.advance()
-        return False
-    clear = bool(await session.scalar(_CAN_CLEAR))
-    until = time.monotonic() + STATISTICS_SLICE_S
-    for table, owned in remaining:
-        if owned:
-            if clear:
-                await session.execute(_CLEAR, {"table": table})
-            await session.execute(text(f'ANALYZE "{table}"'))
-        else:  # a table an operator added under another owner: the erasure goes on
-            log.warning("erasure: statistics not refreshed", extra={"table": table})
-        progress.analysed = str(table)
-        if time.monotonic() > until:
-            break
+    else:
+        progress.analysed = done
     return False
-
-
-STATISTICS_SLICE_S = 0.5  # a large table takes seconds alone; small ones go together
-# The tables still to analyse, and whether the bot's role owns each (only the owner, or a
-# member of the owning role, may analyse a table and clear its samples).
-_REMAINING = text(
-    "SELECT t.tablename, pg_has_role(c.relowner, 'USAGE') FROM pg_tables t "
-    "JOIN pg_namespace n ON n.nspname = t.schemaname "
-    "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename "
-    "WHERE t.schemaname = current_schema() AND t.tablename > :after ORDER BY t.tablename"
-)
-# ANALYZE leaves a table's old samples where it finds no rows (one the erasure emptied):
-# PostgreSQL 18 can clear them first, in the same transaction (the table's owner may). On an
-# older server such a table keeps them until it holds rows again (docs/operations.md).
-_CAN_CLEAR = text(
-    "SELECT to_regprocedure('pg_clear_attribute_stats(text,text,text,boolean)') IS NOT NULL"
-)
-_CLEAR = text(
-    "SELECT count(pg_clear_attribute_stats(s.schemaname::text, s.tablename::text, "
-    "s.attname::text, s.inherited)) FROM pg_stats s "
-    "WHERE s.schemaname = current_schema() AND s.tablename IN ("
-    "  SELECT CAST(:table AS name) UNION ALL SELECT c.relname FROM pg_index i "
-    "  JOIN pg_class c ON c.oid = i.indexrelid "
-    "  WHERE i.indrelid = CAST(quote_ident(:table) AS regclass))"
-)
 
 
 PHASES: dict[Phase, PhaseStep] = {
