@@ -148,10 +148,32 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 @pytest.fixture
 async def sessions(engine: AsyncEngine) -> AsyncIterator[SessionFactory]:
-    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     async with engine.begin() as conn:
-        await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        touched = (await conn.exec_driver_sql(_touched_tables())).scalars().all()
+        if touched:
+            tables = ", ".join(f'"{name}"' for name in touched)
+            await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
     yield create_session_factory(engine)
+
+
+def _touched_tables() -> str:
+    """The tables an earlier test left rows in or drew ids from (a sequence that has been
+    used since its last restart): emptying and restarting only those leaves every table as
+    TRUNCATE of all of them would, at a fraction of its cost (~60 ms a test: new files for
+    every table and index)."""
+    names = [t.name for t in Base.metadata.sorted_tables]
+    rows = " UNION ALL ".join(
+        f"SELECT '{name}' AS name WHERE EXISTS (SELECT FROM \"{name}\")" for name in names
+    )
+    used = (
+        "SELECT DISTINCT t.relname FROM pg_sequences s "
+        "JOIN pg_class q ON q.relname = s.sequencename "
+        "JOIN pg_namespace n ON n.oid = q.relnamespace AND n.nspname = s.schemaname "
+        "JOIN pg_depend d ON d.objid = q.oid AND d.deptype IN ('a', 'i') "
+        "JOIN pg_class t ON t.oid = d.refobjid "
+        "WHERE s.schemaname = current_schema() AND s.last_value IS NOT NULL"
+    )
+    return f"{rows} UNION {used}"
 
 
 @pytest.fixture
