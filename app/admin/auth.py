@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Security, status
+from fastapi import Depends, HTTPException, Request, Security, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -50,6 +50,7 @@ def _bearer_token(header: str) -> str | None:
 
 
 def require_admin(
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(admin_bearer)],
     settings: Annotated[Settings, Depends(get_app_settings)],
 ) -> None:
@@ -58,6 +59,18 @@ def require_admin(
         code, detail = refused
         headers = {"WWW-Authenticate": "Bearer"} if code == status.HTTP_401_UNAUTHORIZED else None
         raise HTTPException(code, detail, headers=headers)
+    # Every admin parameter is one value: a repeated one (`?before=x&before=5`) is refused,
+    # never read as its last value while the others go unchecked.
+    keys = [key for key, _ in request.query_params.multi_items()]
+    if repeated := sorted({key for key in keys if keys.count(key) > 1}):
+        given_twice = "given more than once"
+        raise HTTPException(
+            422,
+            [
+                {"loc": ["query", key], "msg": given_twice, "type": "value_error"}
+                for key in repeated
+            ],
+        )
 
 
 class AdminGate:
