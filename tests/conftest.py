@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
+from functools import cache
 
 import asyncpg
 import pytest
@@ -156,6 +157,7 @@ async def sessions(engine: AsyncEngine) -> AsyncIterator[SessionFactory]:
     yield create_session_factory(engine)
 
 
+@cache
 def _touched_tables() -> str:
     """The tables an earlier test left rows in or drew ids from (a sequence that has been
     used since its last restart): emptying and restarting only those leaves every table as

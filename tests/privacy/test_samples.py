@@ -1,23 +1,26 @@
 """The planner's samples (``app.privacy.samples``): a memory forgotten during the day leaves
-pg_statistic at the daily refresh (the 04:30 JST prune's last step); a table the bot's role
+pg_statistic at the daily prune (the 04:30 JST cron job's last step); a table the bot's role
 may not refresh (one an operator added under another owner) is passed over with a warning,
 and an erasure goes on to its receipt instead of failing over and over."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import cast
 
 import pytest
 from sqlalchemy import text
 
+from app.config import Settings
 from app.db import SessionFactory, unit_of_work
 from app.memory import store
 from app.memory.records import Why
-from app.privacy import samples
 from app.privacy.erasure import PHASES, Phase, Progress, Who
 from app.vocabulary import Actor
+from app.worker import build_worker, prune
 from tests.support.memory_env import add_memory
+from tests.support.waiting import wait_until
 
 ROLE = "companion_test_no_maintain"
 SECRET = "sampled-secret-4c1e9b"
@@ -36,8 +39,8 @@ async def sampled(sessions: SessionFactory, needle: str) -> set[str]:
         return set(rows)
 
 
-async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_refresh(
-    sessions: SessionFactory,
+async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_prune(
+    settings: Settings, sessions: SessionFactory, redis: object
 ) -> None:
     memory_id = await add_memory(sessions, 7301, f"Kai's {SECRET} is the blue notebook")
     await add_memory(sessions, 7301, "Kai walks to work")
@@ -52,7 +55,16 @@ async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_refresh(
         )
     assert "memories" in await sampled(sessions, SECRET)  # the row is gone, its sample is not
 
-    await samples.refresh_all(sessions)
+    # The 04:30 JST cron job, as the real worker runs it: with the services it started.
+    worker = build_worker(settings, cron_jobs=[])
+    working = asyncio.create_task(worker.async_run())
+    try:
+        await wait_until(lambda: "services" in worker.ctx, within=20, what="the worker")
+        await prune(worker.ctx)
+    finally:
+        worker.drain()
+        await asyncio.gather(working, return_exceptions=True)
+        await worker.close()
 
     assert await sampled(sessions, SECRET) == set()
 
