@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +32,7 @@ from app.vocabulary import SkipReason
 from tests.support.embeddings import backfill_now, fake_settings
 from tests.support.frames import frame, message_create, next_id, reaction_add
 from tests.support.memory_env import add_memory, add_message
+from tests.support.samples import sampled
 from tests.support.servers import serve
 from tests.support.slash import register
 from tests.support.stack import BOT_ID
@@ -273,24 +273,6 @@ async def analyse_everything(sessions: SessionFactory) -> None:
     async with sessions() as session:
         await session.execute(text("ANALYZE"))
         await session.commit()
-
-
-async def sampled(sessions: SessionFactory, needles: Iterable[str]) -> set[tuple[str, str]]:
-    """(table or index, column) of every planner statistic that holds one of ``needles``:
-    the sampled values of pg_statistic (most common values and elements, histogram bounds)."""
-    found: set[tuple[str, str]] = set()
-    async with sessions() as session:
-        for needle in needles:
-            rows = await session.execute(
-                text(
-                    "SELECT tablename, attname FROM pg_stats WHERE schemaname = 'public' AND "
-                    "concat(most_common_vals::text, histogram_bounds::text, "
-                    "most_common_elems::text) ILIKE :n"
-                ),
-                {"n": f"%{needle}%"},
-            )
-            found.update((table, column) for table, column in rows.tuples())
-    return found
 
 
 async def vectors_of(sessions: SessionFactory, needles: tuple[str, ...]) -> set[str]:

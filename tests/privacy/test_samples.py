@@ -20,23 +20,15 @@ from app.privacy.erasure import PHASES, Phase, Progress, Who
 from app.vocabulary import Actor
 from app.worker import build_worker, prune
 from tests.support.memory_env import add_memory
+from tests.support.samples import sampled
 from tests.support.waiting import wait_until
 
 ROLE = "companion_test_no_maintain"
 SECRET = "sampled-secret-4c1e9b"
 
 
-async def sampled(sessions: SessionFactory, needle: str) -> set[str]:
-    async with sessions() as session:
-        rows = await session.scalars(
-            text(
-                "SELECT tablename FROM pg_stats WHERE schemaname = current_schema() AND "
-                "concat(most_common_vals::text, histogram_bounds::text, "
-                "most_common_elems::text) ILIKE :n"
-            ),
-            {"n": f"%{needle}%"},
-        )
-        return set(rows)
+async def tables_sampled(sessions: SessionFactory) -> set[str]:
+    return {table for table, _ in await sampled(sessions, [SECRET])}
 
 
 async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_prune(
@@ -47,13 +39,13 @@ async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_prune(
     async with sessions() as session:
         await session.execute(text("ANALYZE memories"))
         await session.commit()
-    assert "memories" in await sampled(sessions, SECRET)  # as autovacuum leaves it
+    assert "memories" in await tables_sampled(sessions)  # as autovacuum leaves it
 
     async with unit_of_work(sessions) as session:
         assert await store.delete_one(
             session, memory_id, Why(Actor.COMMAND, "!memory forget"), owner=7301
         )
-    assert "memories" in await sampled(sessions, SECRET)  # the row is gone, its sample is not
+    assert "memories" in await tables_sampled(sessions)  # the row is gone, its sample is not
 
     # The 04:30 JST cron job, as the real worker runs it: with the services it started.
     worker = build_worker(settings, cron_jobs=[])
@@ -66,7 +58,7 @@ async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_prune(
         await asyncio.gather(working, return_exceptions=True)
         await worker.close()
 
-    assert await sampled(sessions, SECRET) == set()
+    assert await tables_sampled(sessions) == set()
 
 
 async def test_tables_the_role_may_not_analyse_are_passed_over(
