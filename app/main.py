@@ -35,11 +35,10 @@ from app.directory.store import rules_cache
 from app.inbound.endpoints import routes as inbound_routes
 from app.inbound.store import enqueue_events
 from app.inbound.writer import InboxWriter
-from app.kit.arqueue import create_queue
+from app.kit.arqueue import create_queue, version_redis
 from app.kit.heap import freeze_startup_objects
 from app.kit.logs import configure_logging
 from app.kit.probes import start_probe_server
-from app.wiring import version_redis
 
 log = logging.getLogger("app.main")
 IN_FLIGHT = Gauge("http_requests_in_flight", "HTTP requests this API process is serving now")

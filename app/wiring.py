@@ -7,7 +7,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import date
 
 import httpx
-from redis.asyncio import Redis
 
 from app.agent import build_agent
 from app.chat.providers import open_adapters
@@ -20,9 +19,8 @@ from app.discord.cdn import AttachmentFetcher
 from app.discord.client import DiscordClient
 from app.discord.refusals import RedisRefusals
 from app.embeddings.client import build_embedder, check_dimensions
-from app.kit.arqueue import create_queue, redis_client
+from app.kit.arqueue import create_queue, version_redis
 from app.kit.queue import JobQueue
-from app.kit.redis_target import RedisTarget
 from app.kit.versioned import Unshared, VersionedCache
 from app.services import GUILD_TOKENS_TTL_S, Services
 from app.usage.budget import SpendGate
@@ -92,13 +90,6 @@ async def open_services(
             limiter=Limiter(shared),
             guild_tokens=guild_tokens,
         )
-
-
-def version_redis(target: RedisTarget) -> Redis:
-    """A small client for cache versions, rate limits and Discord's refusals (on the master
-    Sentinel names, with Sentinel): a slow or absent Redis only means no caching, no limits
-    and nothing remembered."""
-    return redis_client(target, socket_timeout=1.0, max_connections=8)
 
 
 async def _identity(settings: Settings, discord: DiscordClient) -> tuple[int, str]:

@@ -174,6 +174,13 @@ class _SentinelArqRedis(ArqRedis):
             await node.aclose()
 
 
+def version_redis(target: RedisTarget) -> Redis:
+    """A small client for cache versions, rate limits and Discord's refusals (on the master
+    Sentinel names, with Sentinel): a slow or absent Redis only means no caching, no limits
+    and nothing remembered."""
+    return redis_client(target, socket_timeout=1.0, max_connections=8)
+
+
 def _master_options(url: str) -> dict[str, Any]:
     """What REDIS_URL says about the master when the sentinels say where it is."""
     parts = urlsplit(url)
