@@ -143,8 +143,11 @@ async def retry_due(ctx: dict[str, Any]) -> None:
 
 @instrumented("embed_backlog")
 async def embed_backlog(ctx: dict[str, Any]) -> None:
-    """Every minute (with EMBEDDINGS_BASE_URL): vectors for the rows that wait for one."""
-    await backfill(_services(ctx))
+    """Every minute (with EMBEDDINGS_BASE_URL): vectors for the rows that wait for one (its
+    embeddings calls are nobody's in the usage rows: upkeep, as the nightly diary is)."""
+    services = _services(ctx)
+    async with metered(services.sessions):
+        await backfill(services)
 
 
 @instrumented("prune")

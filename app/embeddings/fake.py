@@ -9,7 +9,9 @@ A text's vector is deterministic: its tokens (app/kit/tokens.py) hashed into the
 so texts sharing words are close and a text always gets the same vector (``vector(text)``).
 ``down`` answers 503, ``latency`` delays every answer, ``garbage`` answers 200 with a body
 that is not an embeddings answer, ``dimensions_answered`` sends vectors of another length;
-``api_key`` demands ``Authorization: Bearer <key>``. ``requests`` logs every body."""
+``api_key`` demands ``Authorization: Bearer <key>``. ``requests`` logs every body. Like OpenAI's,
+an answer reports its ``usage``: here one token per word of the texts (``tokens(texts)``),
+unless ``reports_usage`` is off (as some local servers answer)."""
 
 from __future__ import annotations
 
@@ -46,7 +48,13 @@ class FakeEmbeddings:
     latency: float = 0.0
     garbage: bool = False
     dimensions_answered: int | None = None
+    reports_usage: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def tokens(texts: list[str]) -> int:
+        """The tokens an answer for ``texts`` reports."""
+        return sum(max(1, len(tokenize(text))) for text in texts)
 
     def vector(self, text: str) -> list[float]:
         return hashed_vector(text, self.dimensions)
@@ -85,4 +93,8 @@ class FakeEmbeddings:
             {"object": "embedding", "index": i, "embedding": hashed_vector(t, length)}
             for i, t in enumerate(texts)
         ]
-        return JSONResponse({"object": "list", "data": data, "model": MODEL})
+        answer: dict[str, Any] = {"object": "list", "data": data, "model": MODEL}
+        if self.reports_usage:
+            spent = self.tokens(texts)
+            answer["usage"] = {"prompt_tokens": spent, "total_tokens": spent}
+        return JSONResponse(answer)

@@ -145,6 +145,11 @@ def unwritten_tokens(payer: Payer, day: date) -> tuple[int, int]:
     return person, guild
 
 
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: what a server that reports no usage is charged."""
+    return max(1, len(text) // 4) if text else 0
+
+
 def _key(purpose: str) -> UsageKey:
     payer = _payer.get()
     return UsageKey(jst_day(utcnow()), payer.guild_id, payer.user_id, purpose)

@@ -9,7 +9,7 @@ import pytest
 
 from app.config import InputType
 from app.embeddings.base import EmbeddingFailed, Failure
-from app.embeddings.client import OpenAICompatible, parse_vectors
+from app.embeddings.client import OpenAICompatible, parse_vectors, reported_tokens
 from app.embeddings.fake import FakeEmbeddings
 from app.memory.duplicates import Difference, telling_difference
 from tests.support.servers import serve
@@ -71,6 +71,26 @@ async def test_a_slow_query_times_out_in_its_own_short_time() -> None:
         with pytest.raises(EmbeddingFailed) as failed:
             await client(http, url).queries(["hi"], timeout_s=0.1)
     assert failed.value.failure is Failure.TIMEOUT
+
+
+@pytest.mark.parametrize(
+    ("answer", "tokens"),
+    [
+        ({"usage": {"prompt_tokens": 7, "total_tokens": 7}}, 7),
+        ({"usage": {"total_tokens": 5}}, 5),  # a server that names the total alone
+        ({"usage": {"prompt_tokens": 0}}, 0),
+        ({}, None),  # no usage: the bot estimates
+        ({"usage": None}, None),
+        ({"usage": {"prompt_tokens": -3}}, None),
+        ({"usage": {"prompt_tokens": True}}, None),
+        ({"usage": {"prompt_tokens": "7"}}, None),
+        ([], None),
+    ],
+)
+def test_the_tokens_an_answer_reports_are_read_only_when_they_are_a_count(
+    answer: object, tokens: int | None
+) -> None:
+    assert reported_tokens(answer) == tokens
 
 
 def test_an_answer_of_another_count_or_with_holes_is_malformed() -> None:

@@ -5,7 +5,6 @@ and an erasure goes on to its receipt instead of failing over and over."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import cast
 
@@ -18,10 +17,10 @@ from app.memory import store
 from app.memory.records import Why
 from app.privacy.erasure import PHASES, Phase, Progress, Who
 from app.vocabulary import Actor
-from app.worker import build_worker, prune
+from app.worker import prune
 from tests.support.memory_env import add_memory
 from tests.support.samples import sampled
-from tests.support.waiting import wait_until
+from tests.support.worker import started_worker
 
 ROLE = "companion_test_no_maintain"
 SECRET = "sampled-secret-4c1e9b"
@@ -48,15 +47,8 @@ async def test_a_forgotten_memory_leaves_the_samples_at_the_daily_prune(
     assert "memories" in await tables_sampled(sessions)  # the row is gone, its sample is not
 
     # The 04:30 JST cron job, as the real worker runs it: with the services it started.
-    worker = build_worker(settings, cron_jobs=[])
-    working = asyncio.create_task(worker.async_run())
-    try:
-        await wait_until(lambda: "services" in worker.ctx, within=20, what="the worker")
-        await prune(worker.ctx)
-    finally:
-        worker.drain()
-        await asyncio.gather(working, return_exceptions=True)
-        await worker.close()
+    async with started_worker(settings) as ctx:
+        await prune(ctx)
 
     assert await tables_sampled(sessions) == set()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from arq import func
 from arq.connections import RedisSettings
@@ -34,6 +35,21 @@ async def drain(settings: Settings) -> ResilientWorker:
     finally:
         await worker.close()
     return worker
+
+
+@asynccontextmanager
+async def started_worker(settings: Settings) -> AsyncIterator[dict[str, Any]]:
+    """The real worker running (no cron jobs), once it has started its services: its ``ctx``,
+    to call a cron job's function with as the worker's cron would."""
+    worker = build_worker(settings, cron_jobs=[])
+    working = asyncio.create_task(worker.async_run())
+    try:
+        await wait_until(lambda: "services" in worker.ctx, within=20, what="the worker")
+        yield worker.ctx
+    finally:
+        worker.drain()
+        await asyncio.gather(working, return_exceptions=True)
+        await worker.close()
 
 
 @asynccontextmanager
