@@ -10,7 +10,8 @@ A task agent is configured (fake Jina), so the turn asks is_task as the seed all
 critical path is the emoji questions in parallel + is_task + the reply = 400 ms. Each turn
 speaks in its own channel with 20 earlier messages and a speaker with ten memories; the memory
 job after the reply is awaited before the next turn, outside the measured time. Prints the
-latency, where it goes, and last the ratio of the mean to the critical path. With both
+latency, where it goes, the ratio of the mean to the critical path, and the CPU each process
+ran per turn (the worker's, with its memory job: what its share of the turn is made of). With both
 providers (the default), the same turns run once on each chat adapter (CHAT_PROVIDER, the
 fake Anthropic Messages API or the fake OpenAI-compatible server, same latency), each on a
 fresh database, and the run ends with the OpenAI adapter's ratios to Anthropic's. A provider
@@ -51,6 +52,7 @@ from bench._rig import (
     asyncpg_dsn,
     bench_db,
     bench_redis_url,
+    cpu_seconds,
     fresh_database,
     mention_frame,
     seed_memories,
@@ -345,8 +347,9 @@ async def main() -> None:
     runs: dict[Provider, list[Timing]] = {}
     for provider in (Provider(p.strip()) for p in args.providers.split(",") if p.strip()):
         print(f"== CHAT_PROVIDER={provider.value}")
-        timings, seconds, floor = await run_provider(provider, args)
+        timings, seconds, floor, cpu = await run_provider(provider, args)
         report(timings, seconds, args, floor)
+        print(cpu.line(len(timings)))
         runs.setdefault(provider, []).extend(timings)
     if Provider.ANTHROPIC in runs and Provider.OPENAI in runs:
         compare(runs[Provider.ANTHROPIC], runs[Provider.OPENAI])
@@ -369,9 +372,24 @@ def compare(anthropic: list[Timing], openai: list[Timing]) -> None:
     )
 
 
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds each process ran over the measured turns (every thread's schedstat)."""
+
+    worker: float
+    api: float
+
+    def line(self, turns: int) -> str:
+        return (
+            f"CPU per turn (each with its memory job): worker {self.worker * 1000 / turns:.1f} "
+            f"ms, API {self.api * 1000 / turns:.1f} ms; the worker's part of a turn runs on one "
+            "event loop, so its CPU is most of 'ours' above"
+        )
+
+
 async def run_provider(
     provider: Provider, args: argparse.Namespace
-) -> tuple[list[Timing], float, tuple[float, float]]:
+) -> tuple[list[Timing], float, tuple[float, float], Cpu]:
     database_url = await fresh_database(DB)
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -423,7 +441,9 @@ async def run_provider(
             floor = await fake_floor(jev_url, model_url, provider)
             await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
             pause = effective_poll_delay(args.poll_delay)
+            before = [cpu_seconds(p.pid)[0] for p in (worker, api)]
             timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause)
+            after = [cpu_seconds(p.pid)[0] for p in (worker, api)]
         except Exception:
             print(f"failed; process logs in {logs}", file=sys.stderr)
             raise
@@ -433,7 +453,8 @@ async def run_provider(
             for process in (worker, api):
                 process.wait(timeout=15)
     timings.sort(key=lambda t: t.posted)
-    return timings, seconds, floor
+    cpu = Cpu(*(b - a for a, b in zip(before, after, strict=True)))
+    return timings, seconds, floor, cpu
 
 
 if __name__ == "__main__":
