@@ -1,7 +1,8 @@
 """Each memory's stored crowd figure on real Postgres (app/memory/store/crowds.py, migration
 0019): computed when a memory gets its vector, its neighbours put back to wait when a new vector
-joins their nearest or one of their nearest goes, recomputed by the back-fill's step, cleared
-with the vector when the text changes, and used by the meaning leg of recall."""
+joins their nearest or one of their nearest goes (not while their owner's erasure deletes them
+all, migration 0022), recomputed by the back-fill's step, cleared with the vector when the text
+changes, and used by the meaning leg of recall."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from app.kit.vectors import Embedding
 from app.memory import store
 from app.memory.records import Why
 from app.memory.store.crowds import CROWD_K, FEWER
+from app.privacy import store as register
+from app.privacy.store import RequestedBy
 from app.vocabulary import Actor
 
-ALICE = 11
+ALICE, BOB = 11, 12
 SPACE = "test-space"
 WHY = Why(Actor.REPLY, "remember")
 DIMENSIONS = 8
@@ -43,10 +46,12 @@ def halved(v: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(struct.unpack("e", struct.pack("e", x))[0] for x in v)
 
 
-async def add(sessions: SessionFactory, content: str, vector: tuple[float, ...]) -> int:
+async def add(
+    sessions: SessionFactory, content: str, vector: tuple[float, ...], owner: int = ALICE
+) -> int:
     async with unit_of_work(sessions) as session:
         record = await store.add(
-            session, ALICE, content, WHY, learned_in=DM, embedding=Embedding(vector, SPACE)
+            session, owner, content, WHY, learned_in=DM, embedding=Embedding(vector, SPACE)
         )
     return record.id
 
@@ -78,12 +83,14 @@ async def refreshed(sessions: SessionFactory) -> int:
         done += found
 
 
-async def twelve_notes(sessions: SessionFactory) -> dict[int, tuple[float, ...]]:
-    rng = random.Random(7)
+async def twelve_notes(
+    sessions: SessionFactory, owner: int = ALICE, seed: int = 7
+) -> dict[int, tuple[float, ...]]:
+    rng = random.Random(seed)
     vectors: dict[int, tuple[float, ...]] = {}
     for n in range(12):
         v = unit([rng.gauss(0, 1) for _ in range(DIMENSIONS)])
-        vectors[await add(sessions, f"note {n}", v)] = v
+        vectors[await add(sessions, f"note {n}", v, owner)] = v
     return vectors
 
 
@@ -151,6 +158,36 @@ async def test_a_gone_neighbour_and_a_changed_text_send_rows_back_to_wait(
             text("UPDATE memories SET content = 'changed' WHERE id = :i"), {"i": second}
         )
     assert (await figures(sessions))[second] == (None, None)
+
+
+async def test_her_erasure_sends_none_of_her_rows_back_to_wait_and_others_rows_as_before(
+    sessions: SessionFactory,
+) -> None:
+    # Each of her deletes would otherwise pass over all her other vectors, for rows the same
+    # erasure deletes next (minutes at 10⁴ memories).
+    hers = await twelve_notes(sessions, ALICE)
+    his = await twelve_notes(sessions, BOB, seed=8)
+    await refreshed(sessions)
+    assert all(floor is not None for _, floor in (await figures(sessions)).values())
+    async with unit_of_work(sessions) as session:
+        erasure, started = await register.start(session, ALICE, requested_by=RequestedBy.ADMIN)
+    assert started
+
+    async with unit_of_work(sessions) as session:  # her erasure's first batch, as it runs
+        deleted, _ = await store.erase_batch(
+            session, ALICE, Why(Actor.ADMIN, f"erasure {erasure.id}"), limit=4
+        )
+    stored = await figures(sessions)
+    assert deleted == 4 and len(stored) == 20
+    assert all(floor is not None for _, floor in stored.values())  # hers and his alike
+
+    # Bob's own delete meanwhile sends his rows back to wait, as at any other time.
+    gone = next(iter(his))
+    async with sessions() as session, session.begin():
+        await session.execute(text("DELETE FROM memories WHERE id = :i"), {"i": gone})
+    stored = await figures(sessions)
+    assert any(stored[row][1] is None for row in his if row != gone)
+    assert all(stored[row][1] is not None for row in hers if row in stored)
 
 
 async def test_the_meaning_leg_discounts_a_row_by_its_stored_figure(
