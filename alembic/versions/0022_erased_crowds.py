@@ -4,7 +4,7 @@ Migration 0019's trigger (in 0021's form) puts back to wait, for each deleted or
 vector, the owner's other rows that counted it among their nearest: a pass over her other
 vectors for every such row. An erasure deletes all of a person's memories in batches, so it
 made that pass over the rest of her profile for each row it deleted, for rows the same erasure
-deletes next: at 10⁴ memories, 5–9 s for a batch of 500 and minutes in all, where an erasure
+deletes next: at 10⁴ memories, 5–9 s for a batch of 500 and about 90 s in all, where an erasure
 must end in seconds. A memory deleted while its owner's erasure is running (`erasures.status =
 'running'`, by `ix_erasures_user`) now skips the pass: every other memory of hers goes in the
 same erasure. Everyone else's rows are put back to wait as before (a memory of someone else
