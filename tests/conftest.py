@@ -25,7 +25,9 @@ from app.config import DEFAULT_CHAT_MODEL, Provider, Settings
 from app.db import SessionFactory, create_engine, create_session_factory
 from app.dev.local_embeddings import LocalEmbeddings
 from app.discord.fake import MISFITS
+from app.embeddings.fake import FakeEmbeddings
 from app.models import Base
+from tests.support.servers import serve
 from tests.support.stack import Stack, running_stack
 from tests.support.trust_env import World, trust_world
 
@@ -195,6 +197,15 @@ def local_model() -> Iterator[LocalEmbeddings]:
     model.start()
     yield model
     model.stop()
+
+
+@pytest.fixture
+async def fake_embeddings() -> AsyncIterator[tuple[FakeEmbeddings, str]]:
+    """The deterministic fake embeddings API on a real port, and its URL (where meaning does
+    not matter; ``tests/support/embeddings.fake_settings`` points the bot at it)."""
+    embeddings = FakeEmbeddings()
+    async with serve(embeddings.app) as url:
+        yield embeddings, url
 
 
 @pytest.fixture

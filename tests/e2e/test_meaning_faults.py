@@ -25,15 +25,7 @@ from tests.support.embeddings import backfill_now, fake_settings
 from tests.support.frames import message_delete, message_update
 from tests.support.memory_env import add_memory
 from tests.support.queue import InMemoryQueue
-from tests.support.servers import serve
 from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[tuple[FakeEmbeddings, str]]:
-    embeddings = FakeEmbeddings()
-    async with serve(embeddings.app) as url:
-        yield embeddings, url
 
 
 @pytest.fixture
@@ -42,12 +34,12 @@ async def world(
     sessions: SessionFactory,
     redis: object,
     monkeypatch: pytest.MonkeyPatch,
-    fake: tuple[FakeEmbeddings, str],
+    fake_embeddings: tuple[FakeEmbeddings, str],
 ) -> AsyncIterator[World]:
     overrides: dict[str, Any] = {
         "memory_recall": MemoryRecall.RELEVANT,
         "embeddings_query_timeout_s": 0.3,
-        **fake_settings(*fake),
+        **fake_settings(*fake_embeddings),
     }
     async with trust_world(settings, monkeypatch, **overrides) as w:
         yield w
@@ -64,13 +56,13 @@ def queries_that(outcome: str) -> float:
 async def test_with_the_service_down_slow_or_garbled_the_turn_answers_by_words(
     world: World,
     sessions: SessionFactory,
-    fake: tuple[FakeEmbeddings, str],
+    fake_embeddings: tuple[FakeEmbeddings, str],
     trouble: dict[str, Any],
     outcome: str,
 ) -> None:
     await add_memory(sessions, ALICE, "Alice has a cat named Miso", age_days=30)
     for name, value in trouble.items():
-        setattr(fake[0], name, value)
+        setattr(fake_embeddings[0], name, value)
     before = queries_that(outcome)
 
     await world.tell(ALICE, "how is Miso?")
@@ -81,23 +73,23 @@ async def test_with_the_service_down_slow_or_garbled_the_turn_answers_by_words(
 
 
 async def test_a_retried_turn_does_not_embed_its_query_again(
-    world: World, fake: tuple[FakeEmbeddings, str]
+    world: World, fake_embeddings: tuple[FakeEmbeddings, str]
 ) -> None:
     frame = world.say(ALICE, "how is Miso?")
     await world.stack.deliver(frame)
-    assert fake[0].texts().count("how is Miso?") == 1
+    assert fake_embeddings[0].texts().count("how is Miso?") == 1
     message = MessageCreate.model_validate(frame["d"])
 
     # The job run once more (a worker died after the reply, say): nothing is embedded again.
     async with open_services(world.stack.settings, queue=InMemoryQueue()) as services:
         await run_turn(services, message, Attempt(frame["d"]["id"], utcnow()))
 
-    assert fake[0].texts().count("how is Miso?") == 1
+    assert fake_embeddings[0].texts().count("how is Miso?") == 1
     assert len(world.stack.discord.messages_in(CHANNEL_A)) == 1  # and nothing posted twice
 
 
 async def test_an_edit_is_embedded_anew_and_a_delete_drops_the_vector(
-    world: World, sessions: SessionFactory, fake: tuple[FakeEmbeddings, str]
+    world: World, sessions: SessionFactory, fake_embeddings: tuple[FakeEmbeddings, str]
 ) -> None:
     first = world.say(ALICE, "my sourdough starter is called Bubbles", mention=False)
     second = world.say(ALICE, "the bakery on the corner closed", mention=False)
@@ -125,4 +117,4 @@ async def test_an_edit_is_embedded_anew_and_a_delete_drops_the_vector(
         rows = dict(found.tuples().all())
     assert rows[int(first["d"]["id"])] is not None  # embedded anew
     assert rows[int(second["d"]["id"])] is None  # deleted: no vector, and none made again
-    assert "my sourdough starter is called Doughbert" in fake[0].texts()
+    assert "my sourdough starter is called Doughbert" in fake_embeddings[0].texts()

@@ -20,7 +20,6 @@ from app.models.usage import ModelUsage
 from app.usage.store import NONE
 from app.worker import embed_backlog
 from tests.support.embeddings import fake_settings
-from tests.support.servers import serve
 from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
 from tests.support.worker import started_worker
 
@@ -29,25 +28,18 @@ Rows = dict[tuple[int | None, int | None, str], tuple[int, int, int]]
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[tuple[FakeEmbeddings, str]]:
-    embeddings = FakeEmbeddings()
-    async with serve(embeddings.app) as url:
-        yield embeddings, url
-
-
-@pytest.fixture
 async def world(
     settings: Settings,
     sessions: SessionFactory,
     redis: object,
     monkeypatch: pytest.MonkeyPatch,
-    fake: tuple[FakeEmbeddings, str],
+    fake_embeddings: tuple[FakeEmbeddings, str],
 ) -> AsyncIterator[World]:
     overrides: dict[str, Any] = {
         "memory_recall": MemoryRecall.RELEVANT,
         # Each request says whether it embeds a query or stored texts.
         "embeddings_input_type": InputType.FIELD,
-        **fake_settings(*fake),
+        **fake_settings(*fake_embeddings),
     }
     async with trust_world(settings, monkeypatch, **overrides) as running:
         yield running
@@ -95,10 +87,10 @@ async def embedding_rows(sessions: SessionFactory) -> Rows:
 async def test_a_turns_embeddings_are_the_speakers_and_the_back_fills_nobodys(
     world: World,
     sessions: SessionFactory,
-    fake: tuple[FakeEmbeddings, str],
+    fake_embeddings: tuple[FakeEmbeddings, str],
     reports_usage: bool,
 ) -> None:
-    embeddings = fake[0]
+    embeddings = fake_embeddings[0]
     embeddings.reports_usage = reports_usage
     await world.tell(ALICE, "I keep bees on the roof of my flat")
     turn = served(embeddings)
@@ -116,9 +108,9 @@ async def test_a_turns_embeddings_are_the_speakers_and_the_back_fills_nobodys(
 
 
 async def test_a_failed_embeddings_call_is_counted_with_no_tokens(
-    world: World, sessions: SessionFactory, fake: tuple[FakeEmbeddings, str]
+    world: World, sessions: SessionFactory, fake_embeddings: tuple[FakeEmbeddings, str]
 ) -> None:
-    fake[0].down = True
+    fake_embeddings[0].down = True
     await world.tell(ALICE, "how are the bees?")
 
     rows = await embedding_rows(sessions)
