@@ -23,6 +23,7 @@ from app.discord.errors import DiscordAlreadyAcknowledged, DiscordError, Discord
 from app.frames.events import Interaction, InteractionType
 from app.inbound.acknowledge import UNANSWERED, Deferral, defer
 from app.kit.clock import utcnow
+from app.kit.spend import paid_by
 from app.memory import store
 from app.memory.records import Why
 from app.services import Services
@@ -44,10 +45,13 @@ AUTOCOMPLETES = Counter(
 
 
 async def answer_interaction(services: Services, interaction: Interaction, event_id: str) -> None:
-    if interaction.type is InteractionType.AUTOCOMPLETE:
-        await autocomplete(services, interaction, event_id)
-    else:
-        await slash_command(services, interaction, event_id)
+    # Whatever the command spends (a search's query embedding) is its user's, in its guild,
+    # as for the same command typed in a message.
+    with paid_by(interaction.guild_id, interaction.author.id):
+        if interaction.type is InteractionType.AUTOCOMPLETE:
+            await autocomplete(services, interaction, event_id)
+        else:
+            await slash_command(services, interaction, event_id)
 
 
 def too_old(interaction: Interaction, now: datetime, window: timedelta) -> bool:

@@ -20,6 +20,7 @@ from app.models.usage import ModelUsage
 from app.usage.store import NONE
 from app.worker import embed_backlog
 from tests.support.embeddings import fake_settings
+from tests.support.slash import slash_world
 from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
 from tests.support.worker import started_worker
 
@@ -105,6 +106,19 @@ async def test_a_turns_embeddings_are_the_speakers_and_the_back_fills_nobodys(
     assert set(upkeep) == {"embedding_document"}  # the messages' vectors
     nobodys: Rows = {(None, None, "embedding_document"): upkeep["embedding_document"]}
     assert await embedding_rows(sessions) == hers | nobodys
+
+
+async def test_a_slash_searchs_query_is_paid_for_by_its_user_as_a_typed_ones_is(
+    world: World, sessions: SessionFactory, fake_embeddings: tuple[FakeEmbeddings, str]
+) -> None:
+    async with slash_world(world.stack) as slash:
+        used = await slash.use("/memory search", {"words": "bees"}, user=ALICE, guild=GUILD_A)
+        await slash.answer_of(used)
+    await world.tell(ALICE, "!memory search bees", mention=False)
+
+    searched = served(fake_embeddings[0])["embedding_query"]
+    assert searched[0] == 2  # one query each way
+    assert await embedding_rows(sessions) == {(GUILD_A, ALICE, "embedding_query"): searched}
 
 
 async def test_a_failed_embeddings_call_is_counted_with_no_tokens(
