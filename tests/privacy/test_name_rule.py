@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select, text
 
 from app.db import SessionFactory, unit_of_work
+from app.kit.clock import jst_day, utcnow
 from app.models.nightly import NightlyRun
 from app.models.structured import Episode
 from app.privacy.identity import distinctive, names_any, names_theirs_alone
@@ -54,9 +55,8 @@ async def summaries(sessions: SessionFactory) -> tuple[list[str], list[str]]:
         return list(episodes), [d or "" for d in diaries]
 
 
-async def speak_then_forget(world: World, who: int, name: str, *, days_ago: int = 0) -> None:
-    """``who`` says a line in CHANNEL_A under ``name`` (``days_ago``), then erases themselves."""
-    said_at = datetime.now(UTC) - timedelta(days=days_ago)
+async def speak_then_forget(world: World, who: int, name: str, said_at: datetime) -> None:
+    """``who`` says a line in CHANNEL_A under ``name`` at ``said_at``, then erases themselves."""
     line = message_create(
         content="hello all",
         author_id=who,
@@ -75,7 +75,8 @@ async def speak_then_forget(world: World, who: int, name: str, *, days_ago: int 
 async def test_a_member_named_the_or_desu_erases_no_other_summary_or_diary(
     world: World, sessions: SessionFactory
 ) -> None:
-    today = datetime.now(UTC).date()
+    now = utcnow()
+    today = jst_day(now)  # a diary's day is a JST night, as the nightly run labels it
     async with unit_of_work(sessions) as session:
         session.add_all(
             [
@@ -92,8 +93,8 @@ async def test_a_member_named_the_or_desu_erases_no_other_summary_or_diary(
         )
     before = await summaries(sessions)
 
-    await speak_then_forget(world, THE, "the")
-    await speak_then_forget(world, DESU, "です")
+    await speak_then_forget(world, THE, "the", now)
+    await speak_then_forget(world, DESU, "です", now)
 
     assert await summaries(sessions) == before
     async with sessions() as session:
@@ -106,7 +107,8 @@ async def test_a_member_named_the_or_desu_erases_no_other_summary_or_diary(
 async def test_a_distinctive_name_reaches_only_old_summaries_of_her_places(
     world: World, sessions: SessionFactory
 ) -> None:
-    today = datetime.now(UTC).date()
+    now = utcnow()
+    today = jst_day(now)  # a diary's day is a JST night, as the nightly run labels it
     async with unit_of_work(sessions) as session:
         session.add_all(
             [
@@ -118,7 +120,7 @@ async def test_a_distinctive_name_reaches_only_old_summaries_of_her_places(
             ]
         )
 
-    await speak_then_forget(world, QUOKKA, "Quokkaberry")
+    await speak_then_forget(world, QUOKKA, "Quokkaberry", now)
 
     episodes, diaries = await summaries(sessions)
     assert episodes == [
