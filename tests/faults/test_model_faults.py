@@ -26,7 +26,11 @@ pytestmark = [pytest.mark.faults, BOTH_PROVIDERS]
 
 MODEL_TEXT = "Hello from the model!"  # running_stack's default model answer
 ATTEMPTS = 1 + MAX_RETRIES
-CHAT_TIMEOUT_S = 0.3
+# Long enough that a request always reaches the fake before the client gives up, even with the
+# event loop they share stalled by a loaded machine (at 0.3 s one request in six sometimes
+# never arrived, and the count was five); the answers come well after it.
+CHAT_TIMEOUT_S = 1.0
+LATE_S = 2.0
 
 
 def _busy(status: int) -> Failure:
@@ -52,8 +56,8 @@ CASES = {
     "persistent-529": Case("529 on every call", default=_busy(529), reply=APOLOGY),
     "persistent-429": Case("429 on every call", default=_busy(429), reply=APOLOGY),
     "timeouts": Case(
-        f"every answer 1 s late, CHAT_TIMEOUT_S={CHAT_TIMEOUT_S}",
-        default=Delay(1.0, Text("too late")),
+        f"every answer {LATE_S:g} s late, CHAT_TIMEOUT_S={CHAT_TIMEOUT_S:g}",
+        default=Delay(LATE_S, Text("too late")),
         overrides={"chat_timeout_s": CHAT_TIMEOUT_S},
         reply=APOLOGY,
     ),
