@@ -120,6 +120,7 @@ def _register_commands(guild_id: int | None) -> int:
     from app.commands.register import register_commands
     from app.discord.client import DiscordClient
     from app.discord.errors import DiscordError
+    from app.kit.tls import httpx_tls
 
     token = os.environ.get("DISCORD_BOT_TOKEN", "").strip()
     if not token:
@@ -128,7 +129,7 @@ def _register_commands(guild_id: int | None) -> int:
     api_base = os.environ.get("DISCORD_API_BASE", "").strip() or "https://discord.com/api/v10"
 
     async def register() -> str:
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(verify=httpx_tls()) as http:
             discord = DiscordClient(http, token=token, api_base=api_base)
             return (await register_commands(discord, guild_id=guild_id)).render()
 

@@ -21,6 +21,7 @@ from app.discord.refusals import RedisRefusals
 from app.embeddings.client import build_embedder, check_dimensions
 from app.kit.arqueue import create_queue, version_redis
 from app.kit.queue import JobQueue
+from app.kit.tls import httpx_tls
 from app.kit.versioned import Unshared, VersionedCache
 from app.services import GUILD_TOKENS_TTL_S, Services
 from app.usage.budget import SpendGate
@@ -37,7 +38,7 @@ async def open_services(
         )
         stack.push_async_callback(engine.dispose)
         sessions = create_session_factory(engine)
-        http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0))
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=30.0, verify=httpx_tls()))
         if queue is None:
             arq_queue = create_queue(settings.redis_target)
             stack.push_async_callback(arq_queue.close)

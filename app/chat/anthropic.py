@@ -26,6 +26,7 @@ from app.chat.base import (
     Usage,
 )
 from app.config import Settings
+from app.kit.tls import httpx2_tls
 
 MAX_RETRIES = 2
 # Used only so construction succeeds without a key: every call then fails with 401 → ChatFailed.
@@ -46,6 +47,8 @@ def anthropic_client(
     has_key = (
         api_key or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
     )
+    if http is None:  # the SDK's own client (its limits, keep-alive), on the shared context
+        http = anthropic.DefaultAsyncHttpxClient(verify=httpx2_tls())
     return anthropic.AsyncAnthropic(
         api_key=api_key if api_key else (None if has_key else _PLACEHOLDER_KEY),
         base_url=base_url or None,

@@ -35,6 +35,7 @@ from app.chat.base import (
     Usage,
 )
 from app.kit.spend import estimate_tokens
+from app.kit.tls import httpx2_tls
 
 log = logging.getLogger("app.chat")
 
@@ -60,6 +61,8 @@ def openai_client(
     """An SDK client with an explicit timeout and retries. Without an explicit key or base URL
     the SDK reads OPENAI_API_KEY and OPENAI_BASE_URL from the environment itself."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or _NO_KEY
+    if http is None:  # the SDK's own client (its limits, keep-alive), on the shared context
+        http = openai.DefaultAsyncHttpxClient(verify=httpx2_tls())
     return openai.AsyncOpenAI(
         api_key=key,
         base_url=base_url or None,

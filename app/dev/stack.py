@@ -39,6 +39,7 @@ from app.dev.playground import (
 from app.discord.fake import FakeCDN, FakeDiscord
 from app.kit.arqworker import RELEASE_WAIT_S, ResilientWorker
 from app.kit.logs import JsonFormatter
+from app.kit.tls import httpx_tls
 
 HOST = "127.0.0.1"  # dev mode never listens beyond this machine
 READY_TIMEOUT_S = 60.0
@@ -324,7 +325,7 @@ async def _serve(
     else:
         nearest = None
         if local_model is not None:  # the demo brain's recall goes by meaning too
-            http = httpx.AsyncClient()
+            http = httpx.AsyncClient(verify=httpx_tls())
             nearest = models.nearest_by(local_model.embedder(http), timeout_s=2.0)
         models_app = models.demo_models_app(
             models.demo_jev(secrets.jev_api_key), models.demo_anthropic(nearest=nearest)
@@ -459,7 +460,7 @@ async def _register_commands(settings: Settings) -> str:
 
     token = settings.discord_bot_token
     assert token is not None
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=httpx_tls()) as http:
         discord = DiscordClient(
             http, token=token.get_secret_value(), api_base=settings.discord_api_base
         )

@@ -22,6 +22,7 @@ from app.decision.model import ModelDecider, ModelTimeout
 from app.decision.wire import DecideRequest, answer_body, token_headers
 from app.jev.settings import JevSettings, load_jev_settings
 from app.kit.spend import spend_scope
+from app.kit.tls import httpx2_tls
 
 log = logging.getLogger("app.jev")
 
@@ -47,7 +48,7 @@ def create_app(
                 "JEV_ALLOW_NO_KEY is set: serving without JEV_API_KEY, anyone who can reach "
                 "this port may call the model; for local development only"
             )
-        async with httpx2.AsyncClient() as http:
+        async with httpx2.AsyncClient(verify=httpx2_tls()) as http:
             key = config.openai_api_key
             model = provider or decision_adapter(
                 config.jev_provider,

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from app.kit.tls import httpx_tls
 from app.relay.delivery import Delivery, DeliveryClosed, DeliveryConfig, Sleep
 from app.relay.frames import Frame, backoff_delay, is_forwarded, to_frame
 from app.relay.gateway import Dispatch, GatewayClient, GatewayFatal, GatewayTuning, OnDispatch
@@ -85,8 +86,10 @@ async def run_relay(
     """Relay until ``stop`` is set (or the gateway refuses us); return frames left undelivered."""
     webhook_limits = httpx.Limits(max_connections=settings.relay_max_in_flight)
     async with (
-        httpx.AsyncClient(timeout=settings.relay_rest_timeout_s) as rest,
-        httpx.AsyncClient(timeout=settings.relay_webhook_timeout_s, limits=webhook_limits) as hook,
+        httpx.AsyncClient(timeout=settings.relay_rest_timeout_s, verify=httpx_tls()) as rest,
+        httpx.AsyncClient(
+            timeout=settings.relay_webhook_timeout_s, limits=webhook_limits, verify=httpx_tls()
+        ) as hook,
     ):
         delivery = Delivery(
             hook,

@@ -14,6 +14,7 @@ import httpx
 from app.chat.fake import Text
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.kit.tls import httpx_tls
 from tests.support.frames import message_create
 from tests.support.memory_env import memories_of
 from tests.support.stack import BOT_ID, Stack
@@ -46,7 +47,7 @@ async def run_core_flow(stack: Stack, sessions: SessionFactory) -> CoreFlow:
     stack.jev.answers[Question.WORTH_KEEPING] = 0.9
     frame = message_create(content=f"<@{BOT_ID}> I started cello lessons!", author_id=SPEAKER)
     await stack.deliver(frame)  # the turn, then its memory job, on the real worker
-    async with httpx.AsyncClient(base_url=stack.api, headers=AUTH) as api:
+    async with httpx.AsyncClient(base_url=stack.api, headers=AUTH, verify=httpx_tls()) as api:
         started = await api.post("/nightly/run")
         assert started.status_code == 202, started.text
         await drain(stack.settings)  # every step of the night

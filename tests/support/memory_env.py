@@ -28,6 +28,7 @@ from app.decision.fake import FakeJev
 from app.decision.logged import LoggedDecider
 from app.discord.client import DiscordClient
 from app.discord.fake import FakeDiscord
+from app.kit.tls import httpx_tls
 from app.models.memory import Memory, MemoryLog
 from app.models.messages import Message
 from app.services import Services
@@ -56,7 +57,7 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
         serve(jev.app) as jev_url,
         serve_model(model) as model_url,
         serve(discord.app) as discord_url,
-        httpx.AsyncClient() as http,
+        httpx.AsyncClient(verify=httpx_tls()) as http,
     ):
         sdk: anthropic.AsyncAnthropic | openai.AsyncOpenAI
         adapter: ChatProvider

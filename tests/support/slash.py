@@ -17,6 +17,7 @@ from app.commands.register import register_commands
 from app.discord.client import DiscordClient
 from app.discord.fake import FakeDiscord
 from app.discord.fake_interactions import Interacting
+from app.kit.tls import httpx_tls
 from app.relay.metrics import RelayMetrics
 from app.relay.service import run_relay
 from app.worker import build_worker
@@ -83,7 +84,7 @@ class Slash:
 
 async def register(stack: Stack, *, guild_id: int | None = None) -> list[str]:
     """``python -m app register-commands`` as the operator runs it (its body)."""
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=httpx_tls()) as http:
         discord = DiscordClient(
             http, token=stack.discord.token, api_base=stack.settings.discord_api_base
         )

@@ -18,6 +18,7 @@ from app.chat.fake import Text
 from app.config import Provider, Settings
 from app.decision.fake import FakeJev
 from app.discord.fake import FakeCDN, FakeDiscord
+from app.kit.tls import httpx_tls
 from app.main import create_app
 from tests.support.providers import FakeModel, fake_model, serve_model
 from tests.support.servers import serve
@@ -38,7 +39,7 @@ class Stack:
     cdn: FakeCDN
 
     async def post(self, frame: dict[str, Any]) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.api) as client:
+        async with httpx.AsyncClient(base_url=self.api, verify=httpx_tls()) as client:
             response = await client.post("/webhook", content=json.dumps(frame), headers=TOKEN)
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()

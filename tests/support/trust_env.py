@@ -17,6 +17,7 @@ from app.chat.fake import Text
 from app.config import Settings
 from app.decision.vocabulary import Question
 from app.kit.attribution import read_lines
+from app.kit.tls import httpx_tls
 from tests.support.frames import message_create, next_id
 from tests.support.stack import BOT_ID, Stack, running_stack
 from tests.support.worker import drain
@@ -97,7 +98,9 @@ class World:
     async def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         # An export of a person's whole history is megabytes: httpx's 5 s default is shorter
         # than it takes on a loaded two-core machine.
-        async with httpx.AsyncClient(base_url=self.stack.api, headers=ADMIN, timeout=30) as api:
+        async with httpx.AsyncClient(
+            base_url=self.stack.api, headers=ADMIN, timeout=30, verify=httpx_tls()
+        ) as api:
             return await api.request(method, path, **kwargs)
 
 
@@ -126,7 +129,9 @@ async def reply_holding_her_memory(world: World) -> dict[str, Any]:
 
 async def tonight(world: World) -> dict[str, Any]:
     """The operator starts tonight's run through the admin API; the real worker runs it."""
-    async with httpx.AsyncClient(base_url=world.stack.api, headers=ADMIN) as api:
+    async with httpx.AsyncClient(
+        base_url=world.stack.api, headers=ADMIN, verify=httpx_tls()
+    ) as api:
         started = await api.post("/nightly/run")
         assert started.status_code == 202, started.text
         await drain(world.stack.settings)

@@ -29,6 +29,7 @@ from app.agent.sandbox.base import (
 )
 from app.kit.clock import utcnow
 from app.kit.logs import log_context
+from app.kit.tls import httpx_tls
 
 log = logging.getLogger(__name__)
 
@@ -152,9 +153,11 @@ def parse_docker_time(value: str) -> datetime:
 def docker_client(docker_url: str) -> httpx.AsyncClient:
     """A client for the Engine API: unix socket for ``unix://`` URLs, plain HTTP otherwise."""
     if docker_url.startswith("unix://"):
-        transport = httpx.AsyncHTTPTransport(uds=docker_url.removeprefix("unix://"))
+        transport = httpx.AsyncHTTPTransport(
+            uds=docker_url.removeprefix("unix://"), verify=httpx_tls()
+        )
         return httpx.AsyncClient(transport=transport, base_url="http://docker", timeout=30.0)
-    return httpx.AsyncClient(base_url=docker_url, timeout=30.0)
+    return httpx.AsyncClient(base_url=docker_url, timeout=30.0, verify=httpx_tls())
 
 
 class DockerSandbox:
