@@ -91,6 +91,11 @@ end
 return {due, false}
 """
 QUEUE_SAMPLE_S = 5.0
+# In burst mode (run until the queue is empty) ARQ reads the queue again as soon as it has read
+# it, and a job it runs stays queued until it ends: without a pause, a burst worker reads Redis
+# thousands of times a second while a job runs. It waits for one of its jobs to end instead, or
+# this long for a job another process queued or one deferred until now.
+BURST_POLL_S = 0.05
 OLDEST_SCAN_LIMIT = 1000
 # A release after the grace: how long the cut-off jobs get to record it in Redis.
 RELEASE_WAIT_S = 5.0
@@ -212,11 +217,13 @@ class ResilientWorker(Worker):
         await self._idle()
 
     async def _idle(self) -> None:
-        """Until a wake-up, or the fallback poll delay."""
-        if self.burst or self._idle_poll_s <= 0:
+        """Until a wake-up, or the fallback poll delay (in burst mode, one of its jobs ending,
+        or BURST_POLL_S)."""
+        wait = BURST_POLL_S if self.burst else self._idle_poll_s
+        if wait <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._idle_poll_s):
+            async with asyncio.timeout(wait):
                 await self._wake.wait()
 
     async def heart_beat(self) -> None:
