@@ -1,6 +1,7 @@
 """An enqueue wakes an idle worker at once: a job starts long before the worker's fallback
 poll would have found it, whether it came from the API's batch enqueue, a single enqueue, or
-a slot freed by a finished job."""
+a slot freed by a finished job; a burst worker reads the queue again when its job ends, not
+while it runs."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from arq import func
+from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.kit.arqueue import ArqQueue, create_queue, wake_channel
+from app.kit.arqueue import ArqQueue, create_queue, dump_job, load_job, wake_channel
+from app.kit.arqworker import BURST_POLL_S, ResilientWorker
 from tests.support.waiting import wait_until
 from tests.support.worker import idle_worker
 
@@ -69,3 +73,44 @@ def test_each_redis_database_has_its_own_wake_channel() -> None:
     four, five = Redis.from_url("redis://127.0.0.1:6379/4"), Redis.from_url("redis://h/5")
     assert wake_channel(four) == "arq:queue:wake:4"
     assert wake_channel(four) != wake_channel(five)
+
+
+async def test_a_burst_worker_reads_the_queue_again_when_its_job_ends_not_while_it_runs(
+    settings: Settings, redis: Redis
+) -> None:
+    """A burst worker (the tests' drain, a one-off run) used to read the queue without pause
+    while its job ran: thousands of reads a second. It now waits for the job to end, with a
+    read every BURST_POLL_S for a job someone else queued."""
+    ran: list[int] = []
+    job_s = 0.5  # how long the job runs: the span whose reads are counted
+
+    async def job(ctx: dict[str, Any], n: int) -> None:
+        await asyncio.sleep(job_s)
+        ran.append(n)
+
+    worker = ResilientWorker(
+        functions=[func(job, name="job")],
+        redis_settings=RedisSettings.from_dsn(settings.redis_url),
+        burst=True,
+        poll_delay=0,
+        handle_signals=False,
+        job_serializer=dump_job,
+        job_deserializer=load_job,
+    )
+    reads = 0
+    poll = worker._poll_iteration
+
+    async def counted() -> None:
+        nonlocal reads
+        reads += 1
+        await poll()
+
+    worker._poll_iteration = counted  # type: ignore[method-assign]
+    async with api_queue(settings) as queue:
+        await queue.enqueue("job", 1, job_id="job:1")
+        try:
+            await worker.main()
+        finally:
+            await worker.close()
+    assert ran == [1]
+    assert reads <= job_s / BURST_POLL_S + 3  # about one a BURST_POLL_S, not thousands
