@@ -11,15 +11,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from arq import func
-from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
 from app.config import Settings
-from app.kit.arqueue import ArqQueue, create_queue, dump_job, load_job, wake_channel
-from app.kit.arqworker import BURST_POLL_S, ResilientWorker
+from app.kit.arqueue import ArqQueue, create_queue, wake_channel
+from app.kit.arqworker import BURST_POLL_S
 from tests.support.waiting import wait_until
-from tests.support.worker import idle_worker
+from tests.support.worker import idle_worker, job_worker
 
 STARTED_WITHIN_S = 20.0  # far below the idle worker's fallback poll
 
@@ -88,15 +86,7 @@ async def test_a_burst_worker_reads_the_queue_again_when_its_job_ends_not_while_
         await asyncio.sleep(job_s)
         ran.append(n)
 
-    worker = ResilientWorker(
-        functions=[func(job, name="job")],
-        redis_settings=RedisSettings.from_dsn(settings.redis_url),
-        burst=True,
-        poll_delay=0,
-        handle_signals=False,
-        job_serializer=dump_job,
-        job_deserializer=load_job,
-    )
+    worker = job_worker(settings, job, burst=True, poll_delay=0)
     reads = 0
     poll = worker._poll_iteration
 

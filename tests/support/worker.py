@@ -52,20 +52,25 @@ async def started_worker(settings: Settings) -> AsyncIterator[dict[str, Any]]:
         await worker.close()
 
 
+def job_worker(settings: Settings, job: WorkerCoroutine, **options: Any) -> ResilientWorker:
+    """Our worker class running only ``job`` (as "job"), in our job format; ``options`` are
+    ARQ's (``burst``, ``poll_delay``, ``max_jobs``…)."""
+    return ResilientWorker(
+        functions=[func(job, name="job")],
+        redis_settings=RedisSettings.from_dsn(settings.redis_url),
+        handle_signals=False,
+        job_serializer=dump_job,
+        job_deserializer=load_job,
+        **options,
+    )
+
+
 @asynccontextmanager
 async def idle_worker(
     settings: Settings, redis: Redis, job: WorkerCoroutine, *, max_jobs: int = 10
 ) -> AsyncIterator[ResilientWorker]:
     """A long-running worker that has polled once and is now idle."""
-    worker = ResilientWorker(
-        functions=[func(job, name="job")],
-        redis_settings=RedisSettings.from_dsn(settings.redis_url),
-        poll_delay=IDLE_POLL_S,
-        max_jobs=max_jobs,
-        handle_signals=False,
-        job_serializer=dump_job,
-        job_deserializer=load_job,
-    )
+    worker = job_worker(settings, job, poll_delay=IDLE_POLL_S, max_jobs=max_jobs)
     running = asyncio.create_task(worker.async_run())
     try:
         # ARQ writes its health-check key after its first poll.
