@@ -27,6 +27,10 @@ from tests.support.memory_env import add_memory
 from tests.support.queue import InMemoryQueue
 from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
 
+# The turn's wait for its query's vector: long enough that a loaded machine never makes a
+# working service look slow; the slow service answers well after it.
+QUERY_TIMEOUT_S = 1.0
+
 
 @pytest.fixture
 async def world(
@@ -38,7 +42,7 @@ async def world(
 ) -> AsyncIterator[World]:
     overrides: dict[str, Any] = {
         "memory_recall": MemoryRecall.RELEVANT,
-        "embeddings_query_timeout_s": 0.3,
+        "embeddings_query_timeout_s": QUERY_TIMEOUT_S,
         **fake_settings(*fake_embeddings),
     }
     async with trust_world(settings, monkeypatch, **overrides) as w:
@@ -51,7 +55,11 @@ def queries_that(outcome: str) -> float:
 
 @pytest.mark.parametrize(
     ("trouble", "outcome"),
-    [({"down": True}, "status"), ({"latency": 1.0}, "timeout"), ({"garbage": True}, "malformed")],
+    [
+        ({"down": True}, "status"),
+        ({"latency": QUERY_TIMEOUT_S + 2.0}, "timeout"),
+        ({"garbage": True}, "malformed"),
+    ],
 )
 async def test_with_the_service_down_slow_or_garbled_the_turn_answers_by_words(
     world: World,

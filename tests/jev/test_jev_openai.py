@@ -21,6 +21,12 @@ KEY = "jev-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 FAST_RETRY = 0.01
 
+# The service's whole budget for one decision: long enough that a loaded machine never turns a
+# quick answer (or one SDK retry) into a timeout (at 0.5 s one did, in CI); a late answer comes
+# well after it.
+JEV_TIMEOUT_S = 2.0
+LATE_S = JEV_TIMEOUT_S + 2.0
+
 
 @pytest.fixture
 def model() -> FakeOpenAI:
@@ -34,7 +40,7 @@ async def jev(model: FakeOpenAI) -> AsyncIterator[httpx.AsyncClient]:
             jev_provider="openai",
             jev_model="local-small",
             jev_api_key=KEY,
-            jev_timeout_s=0.5,
+            jev_timeout_s=JEV_TIMEOUT_S,
             jev_max_retries=1,
             openai_base_url=f"{model_url}/v1",
             openai_api_key="model-key",
@@ -121,7 +127,7 @@ async def test_rate_limited_once_then_answering_is_200(
 
 
 async def test_a_timeout_is_504(model: FakeOpenAI, jev: httpx.AsyncClient) -> None:
-    model.push(Delay(2.0, ToolUse("answer_boolean", {"answer": True})))
+    model.push(Delay(LATE_S, ToolUse("answer_boolean", {"answer": True})))
 
     response = await jev.post("/v1/decide", json=ask(Question.IS_TASK))
 

@@ -33,6 +33,12 @@ KEY = "jev-test-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 FAST_RETRY = 0.01  # retry-after seconds the fake sends, so SDK retries do not slow the suite
 
+# The service's whole budget for one decision: long enough that a loaded machine never turns a
+# quick answer (or one SDK retry) into a timeout (at 0.5 s one did, in CI); a late answer comes
+# well after it.
+JEV_TIMEOUT_S = 2.0
+LATE_S = JEV_TIMEOUT_S + 2.0
+
 
 @pytest.fixture
 def model() -> FakeAnthropic:
@@ -53,7 +59,7 @@ async def jev(sdk: anthropic.AsyncAnthropic) -> AsyncIterator[httpx.AsyncClient]
     settings = JevSettings(
         jev_model="jev-model",
         jev_api_key=KEY,
-        jev_timeout_s=0.5,
+        jev_timeout_s=JEV_TIMEOUT_S,
         _env_file=None,
     )
     async with (
@@ -148,7 +154,7 @@ async def test_model_overloaded_once_then_answering_is_200(
 
 
 async def test_model_timeout_is_504(model: FakeAnthropic, jev: httpx.AsyncClient) -> None:
-    model.push(Delay(2.0, ToolUse("answer_boolean", {"answer": True})))
+    model.push(Delay(LATE_S, ToolUse("answer_boolean", {"answer": True})))
 
     response = await jev.post("/v1/decide", json=ask(Question.IS_TASK))
 
@@ -351,7 +357,7 @@ async def test_in_process_decider_gives_the_same_answers(
         ),
         pytest.param(Failure(401), ModelFailed, NoAnswerReason.MODEL_FAILED, id="401"),
         pytest.param(
-            Delay(2.0, Text("late")), ModelTimeout, NoAnswerReason.MODEL_TIMEOUT, id="timeout"
+            Delay(LATE_S, Text("late")), ModelTimeout, NoAnswerReason.MODEL_TIMEOUT, id="timeout"
         ),
         pytest.param(
             ToolUse("answer_choice", {"choice": "archive"}),
