@@ -122,11 +122,14 @@ class OpenAICompatible:
     async def _request(self, texts: list[str], kind: str, timeout_s: float) -> list[Embedding]:
         started = time.perf_counter()
         outcome = "ok"
-        spent: tuple[int, bool] = (0, False)  # a failed request is a call of no tokens
+        tokens, estimated = 0, False  # a failed request is a call of no tokens
         try:
             response = await self._post(self.body(texts, kind), timeout_s)
             vectors, reported = self._vectors(response, len(texts))
-            spent = (reported, False) if reported is not None else (_estimate(texts), True)
+            if reported is None:
+                tokens, estimated = _estimate(texts), True
+            else:
+                tokens = reported
             return vectors
         except EmbeddingFailed as exc:
             outcome = exc.failure.value
@@ -134,9 +137,9 @@ class OpenAICompatible:
         finally:
             EMBEDDING_REQUESTS.labels(kind=kind, outcome=outcome).inc()
             EMBEDDING_LATENCY.labels(kind=kind).observe(time.perf_counter() - started)
-            EMBEDDING_TOKENS.labels(kind=kind).inc(spent[0])
+            EMBEDDING_TOKENS.labels(kind=kind).inc(tokens)
             record_model_call(
-                PURPOSES[kind], input_tokens=spent[0], output_tokens=0, estimated=spent[1]
+                PURPOSES[kind], input_tokens=tokens, output_tokens=0, estimated=estimated
             )
 
     async def _post(self, body: dict[str, Any], timeout_s: float) -> httpx.Response:
