@@ -111,7 +111,7 @@ class Timing:
     asked: tuple[str, ...]  # the questions asked before the reply
     # How long the fakes held the critical path's calls, arrival to answer (the slower of the
     # emoji pair, is_task, the model): their fixed latency plus their own serving and timers.
-    held: float = 0.0
+    held: float
 
     @property
     def total(self) -> float:
@@ -187,19 +187,17 @@ async def run_turn(client: httpx.AsyncClient, fakes: Fakes, turn: Turn) -> Timin
     mine = [h for h in fakes.jev.hits if h.mentions(marker) and h.arrived < reply.arrived]
     asked = tuple(sorted({_question(h) for h in mine}))
     pair = [h for h in mine if _question(h) in ("emoji_enough", "emoji_choice")]
-    emoji = min(h.arrived for h in pair)
-    task = [h.arrived for h in mine if _question(h) == "is_task"]
+    task = [h for h in mine if _question(h) == "is_task"]
     chat = next(h for h in fakes.model.hits if h.mentions(marker))
-    critical = [max(pair, key=_held)] + [h for h in mine if _question(h) == "is_task"] + [chat]
     return Timing(
         posted=posted,
         acked=acked,
-        emoji=emoji,
-        is_task=task[0] if task else None,
+        emoji=min(h.arrived for h in pair),
+        is_task=task[0].arrived if task else None,
         chat=chat.arrived,
         reply=reply.arrived,
         asked=asked,
-        held=sum(_held(h) for h in critical),
+        held=sum(_held(h) for h in [max(pair, key=_held), *task, chat]),
     )
 
 
