@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
-from functools import cache
+from functools import cache, partial
 
 import asyncpg
 import pytest
@@ -29,7 +29,7 @@ from app.embeddings.fake import FakeEmbeddings
 from app.models import Base
 from tests.support.servers import serve
 from tests.support.stack import Stack, running_stack
-from tests.support.trust_env import World, trust_world
+from tests.support.trust_env import World, WorldWith, trust_world
 
 # Fixtures that reach the real Postgres or Redis: a test using any of them is marked
 # `services`; the rest are pure and run in the fast lane (`make fast`).
@@ -209,11 +209,18 @@ async def fake_embeddings() -> AsyncIterator[tuple[FakeEmbeddings, str]]:
 
 
 @pytest.fixture
-async def world(
+def world_with(
     settings: Settings, sessions: SessionFactory, redis: Redis, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[World]:
+) -> WorldWith:
+    """``trust_world`` on the test's database and Redis, with settings overridden by keyword:
+    what a test module's own ``world`` fixture opens."""
+    return partial(trust_world, settings, monkeypatch)
+
+
+@pytest.fixture
+async def world(world_with: WorldWith) -> AsyncIterator[World]:
     """The whole stack for the privacy tests (tests/support/trust_env.py)."""
-    async with trust_world(settings, monkeypatch) as running:
+    async with world_with() as running:
         yield running
 
 

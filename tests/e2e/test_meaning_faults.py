@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import select
 
-from app.config import MemoryRecall, Settings
+from app.config import MemoryRecall
 from app.db import SessionFactory
 from app.embeddings.fake import FakeEmbeddings
 from app.frames.events import MessageCreate
@@ -25,7 +25,7 @@ from tests.support.embeddings import backfill_now, fake_settings
 from tests.support.frames import message_delete, message_update
 from tests.support.memory_env import add_memory
 from tests.support.queue import InMemoryQueue
-from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
+from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, WorldWith
 
 # The turn's wait for its query's vector: long enough that a loaded machine never makes a
 # working service look slow; the slow service answers well after it.
@@ -34,18 +34,13 @@ QUERY_TIMEOUT_S = 1.0
 
 @pytest.fixture
 async def world(
-    settings: Settings,
-    sessions: SessionFactory,
-    redis: object,
-    monkeypatch: pytest.MonkeyPatch,
-    fake_embeddings: tuple[FakeEmbeddings, str],
+    world_with: WorldWith, fake_embeddings: tuple[FakeEmbeddings, str]
 ) -> AsyncIterator[World]:
-    overrides: dict[str, Any] = {
-        "memory_recall": MemoryRecall.RELEVANT,
-        "embeddings_query_timeout_s": QUERY_TIMEOUT_S,
+    async with world_with(
+        memory_recall=MemoryRecall.RELEVANT,
+        embeddings_query_timeout_s=QUERY_TIMEOUT_S,
         **fake_settings(*fake_embeddings),
-    }
-    async with trust_world(settings, monkeypatch, **overrides) as w:
+    ) as w:
         yield w
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
-from app.config import MemoryRecall, Settings
+from app.config import MemoryRecall
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.dev.local_embeddings import LocalEmbeddings
@@ -25,7 +24,7 @@ from app.models.messages import Message
 from tests.e2e.test_recall_turn import older_lines, writer_says
 from tests.support.embeddings import backfill_now
 from tests.support.memory_env import add_memory, snapshot
-from tests.support.trust_env import ALICE, BOB, CAROL, CHANNEL_A, CHANNEL_B, World, trust_world
+from tests.support.trust_env import ALICE, BOB, CAROL, CHANNEL_A, CHANNEL_B, World, WorldWith
 
 SAM = ALICE  # the "Sam"
 EVERYDAY = [
@@ -82,15 +81,8 @@ EVERYDAY = [
 
 
 @pytest.fixture
-async def world(
-    settings: Settings,
-    sessions: SessionFactory,
-    redis: object,
-    monkeypatch: pytest.MonkeyPatch,
-    local_model: LocalEmbeddings,
-) -> AsyncIterator[World]:
-    overrides: dict[str, Any] = {"memory_recall": MemoryRecall.RELEVANT, **local_model.settings()}
-    async with trust_world(settings, monkeypatch, **overrides) as w:
+async def world(world_with: WorldWith, local_model: LocalEmbeddings) -> AsyncIterator[World]:
+    async with world_with(memory_recall=MemoryRecall.RELEVANT, **local_model.settings()) as w:
         yield w
 
 

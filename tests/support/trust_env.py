@@ -5,8 +5,8 @@ a test can follow a marker text from where it was said to every prompt it reache
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,6 +113,10 @@ async def trust_world(
         stack.jev.answers[Question.WORTH_KEEPING] = 0.9
         stack.jev.answers[Question.ADD_MEMORY] = 0.9
         yield World(stack)
+
+
+# ``trust_world`` with its settings and monkeypatch bound: the conftest's ``world_with``.
+WorldWith = Callable[..., AbstractAsyncContextManager[World]]
 
 
 async def reply_holding_her_memory(world: World) -> dict[str, Any]:

@@ -6,12 +6,11 @@ reported (estimated when an answer reports none)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from app.config import InputType, MemoryRecall, Settings
+from app.config import InputType, MemoryRecall
 from app.db import SessionFactory
 from app.embeddings.client import DIMENSION_CHECK
 from app.embeddings.fake import FakeEmbeddings
@@ -21,7 +20,7 @@ from app.usage.store import NONE
 from app.worker import embed_backlog
 from tests.support.embeddings import fake_settings
 from tests.support.slash import slash_world
-from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, trust_world
+from tests.support.trust_env import ALICE, CHANNEL_A, GUILD_A, World, WorldWith
 from tests.support.worker import started_worker
 
 # (guild, person, purpose) -> (calls, input tokens, calls whose tokens are estimated)
@@ -30,19 +29,14 @@ Rows = dict[tuple[int | None, int | None, str], tuple[int, int, int]]
 
 @pytest.fixture
 async def world(
-    settings: Settings,
-    sessions: SessionFactory,
-    redis: object,
-    monkeypatch: pytest.MonkeyPatch,
-    fake_embeddings: tuple[FakeEmbeddings, str],
+    world_with: WorldWith, fake_embeddings: tuple[FakeEmbeddings, str]
 ) -> AsyncIterator[World]:
-    overrides: dict[str, Any] = {
-        "memory_recall": MemoryRecall.RELEVANT,
+    async with world_with(
+        memory_recall=MemoryRecall.RELEVANT,
         # Each request says whether it embeds a query or stored texts.
-        "embeddings_input_type": InputType.FIELD,
+        embeddings_input_type=InputType.FIELD,
         **fake_settings(*fake_embeddings),
-    }
-    async with trust_world(settings, monkeypatch, **overrides) as running:
+    ) as running:
         yield running
 
 
