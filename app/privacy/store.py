@@ -15,7 +15,7 @@ from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -86,17 +86,21 @@ async def blocked(
 ) -> set[int]:
     """Hold the guard, then: which of these people nothing may be written about by work
     that began at ``since`` (None: work beginning now) — an erasure of theirs is running or
-    failed, or started after ``since``. The caller writes in this same transaction."""
+    failed, or started after ``since``. The caller writes in this same transaction. One
+    round trip: ``erasure_blocked`` (migration 0023) reads the register with a snapshot
+    taken after the lock, so an erasure that committed while it waited is seen."""
     wanted = sorted(set(user_ids))
     if not wanted:
         return set()
-    await hold(session, wanted)
-    unfinished = Erasure.status.in_([Status.RUNNING, Status.FAILED])
-    why = or_(unfinished, Erasure.started_at > since) if since is not None else unfinished
-    rows = await session.scalars(
-        select(Erasure.user_id).where(Erasure.user_id.in_(wanted), why).distinct()
-    )
+    keys = sorted({lock_key(GUARD, user_id) for user_id in wanted})
+    rows = await session.scalars(_BLOCKED, {"keys": keys, "people": wanted, "since": since})
     return set(rows)
+
+
+_BLOCKED = text(
+    "SELECT erasure_blocked(CAST(:keys AS bigint[]), CAST(:people AS bigint[]), "
+    "CAST(:since AS timestamptz))"
+)
 
 
 # --- the register -----------------------------------------------------------------------------

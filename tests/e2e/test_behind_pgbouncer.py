@@ -84,10 +84,12 @@ def sql_strings(path: Path) -> list[str]:
 
 def test_every_advisory_lock_the_bot_takes_is_transaction_scoped() -> None:
     """A session-level lock (pg_advisory_lock) would outlive its transaction on a pooled
-    server connection: held for, or released by, whoever gets that connection next."""
+    server connection: held for, or released by, whoever gets that connection next. The
+    migrations count too: a function they create takes its locks in the caller's session."""
     taken = [
         (path.relative_to(ROOT).as_posix(), call)
-        for path in (ROOT / "app").rglob("*.py")
+        for folder in ("app", "alembic")
+        for path in (ROOT / folder).rglob("*.py")
         for literal in sql_strings(path)
         for call in re.findall(r"pg_(?:try_)?advisory_[a-z_]*lock[a-z_]*", literal)
     ]

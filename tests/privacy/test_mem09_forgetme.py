@@ -4,6 +4,7 @@ were, the ledger keeps only that an erasure happened, and the receipt holds coun
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
@@ -38,6 +39,7 @@ from app.vocabulary import Actor
 from tests.support.commands import as_typed, text_command
 from tests.support.frames import Frame, message_create
 from tests.support.memory_env import MemoryEnv, add_memory, ledger_rows, memories_of, memory_env
+from tests.support.waiting import someone_awaits_an_advisory_lock, wait_until
 
 CHANNEL, GUILD = 500, 1
 ALICE, BOB, BOT_MESSAGE = 42, 43, 2000
@@ -409,6 +411,29 @@ async def test_mem09_writers_see_an_erasure_that_began_after_they_did(env: Memor
         assert await register.blocked(session, [ALICE], since=before) == {ALICE}
         later = datetime.now(UTC) + timedelta(minutes=1)
         assert await register.blocked(session, [ALICE], since=later) == set()
+
+
+async def test_mem09_a_writer_that_waited_on_the_guard_sees_the_erasure_that_held_it(
+    env: MemoryEnv,
+) -> None:
+    """An erasure holds the guard exclusively from before its row is written until its
+    commit. A writer that asked ``blocked`` meanwhile waits on the lock, then reads the
+    register as it is after that commit: it sees her erasure and writes nothing."""
+    async with unit_of_work(env.sessions) as erasing:
+        await register.start(erasing, ALICE, requested_by=register.RequestedBy.ADMIN)
+
+        async def writer() -> set[int]:
+            async with unit_of_work(env.sessions) as session:
+                return await register.blocked(session, [ALICE, BOB], since=None)
+
+        asking = asyncio.create_task(writer())
+        await wait_until(
+            lambda: someone_awaits_an_advisory_lock(env.sessions),
+            within=10,
+            what="the writer waiting on her guard",
+        )
+        assert not asking.done()
+    assert await asking == {ALICE}
 
 
 async def test_mem09_a_retried_command_joins_its_erasure_instead_of_starting_another(
