@@ -51,12 +51,17 @@ async def done_many(
 async def record(
     session: AsyncSession, event_id: str, step: Step, result: dict[str, Any]
 ) -> dict[str, Any]:
-    """Record a step once; a concurrent or earlier record wins and its result is returned."""
-    await session.execute(
+    """Record a step once; a concurrent or earlier record wins and its result is returned.
+    One round trip when the record is new (the common case): the insert returns what it
+    stored; only a conflict reads the record that won."""
+    stored = await session.scalar(
         insert(CompletedStep)
         .values(event_id=event_id, step=step.value, result=result)
         .on_conflict_do_nothing()
+        .returning(CompletedStep.result)
     )
+    if stored is not None:
+        return dict(stored)
     return await done(session, event_id, step) or result
 
 
