@@ -96,11 +96,14 @@ def _mentioned(message: MessageCreate) -> list[int]:
 async def arrived_changed(session: AsyncSession, message: MessageCreate) -> bool:
     """Whether the log holds, or will hold, the message other than the event says: a delete
     or edit of it arrived first (its tombstone waits, or a log write already applied it).
-    The tombstone is read first: the write that applies it removes it in the same commit."""
-    if await session.get(MessageTombstone, message.id) is not None:
-        return True
-    row = await session.get(Message, message.id)
-    return row is not None and (row.deleted_at is not None or row.content != message.content)
+    One statement, so one snapshot: the write that applies a tombstone removes it in the same
+    commit, and the read sees either the tombstone or the message it changed."""
+    tombstone = select(MessageTombstone.message_id).where(MessageTombstone.message_id == message.id)
+    changed = select(Message.id).where(
+        Message.id == message.id,
+        (Message.deleted_at.is_not(None)) | (Message.content != message.content),
+    )
+    return bool(await session.scalar(select(tombstone.exists() | changed.exists())))
 
 
 def as_logged(message: MessageCreate) -> LoggedMessage:

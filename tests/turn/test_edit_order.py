@@ -12,7 +12,7 @@ from sqlalchemy import select
 from app.db import SessionFactory
 from app.models.messages import Message
 from app.models.structured import Observation
-from tests.support.frames import message_create, message_update, next_id
+from tests.support.frames import message_create, message_delete, message_update, next_id
 from tests.support.stack import BOT_ID, Stack
 
 T0 = datetime.now(UTC) - timedelta(minutes=10)
@@ -63,3 +63,32 @@ async def test_edits_that_arrive_before_their_message_keep_the_newest(
 
     text, _ = await logged(sessions, mid)
     assert text == SECOND
+
+
+async def test_a_mention_deleted_before_it_arrived_reaches_no_model(stack: Stack) -> None:
+    """The turn reads whether a delete came first before it asks anything: the deleted
+    words never reach the decision service or the chat model, and nothing answers them."""
+    mid = next_id()
+    words = "my secret plan is the lighthouse"
+    await stack.deliver(message_delete(message_id=mid))
+    await stack.deliver(message_create(content=f"<@{BOT_ID}> {words}", message_id=mid))
+
+    assert not [body for body in stack.jev.requests if words in json.dumps(body)]
+    assert not [body for body in stack.model.requests if words in json.dumps(body)]
+    assert stack.replies() == []
+
+
+async def test_a_mention_edited_before_it_arrived_is_asked_about_as_edited(stack: Stack) -> None:
+    """An edit that came first: every question and the reply's prompt carry the newest
+    text, never the words edited away."""
+    mid = next_id()
+    await stack.deliver(edit(mid, f"<@{BOT_ID}> {SECOND}", 2))
+    await stack.deliver(
+        message_create(content=f"<@{BOT_ID}> {FIRST}", message_id=mid, timestamp=T0)
+    )
+
+    asked = [json.dumps(body) for body in stack.jev.requests]
+    assert asked and all(FIRST not in body for body in asked)
+    assert any(SECOND in body for body in asked)
+    prompt = json.dumps(stack.model.requests[-1]["messages"])
+    assert SECOND in prompt and FIRST not in prompt
