@@ -13,12 +13,14 @@ job after the reply is awaited before the next turn, outside the measured time. 
 latency, where it goes, the ratio of the mean to the critical path, how long the fakes really
 held the critical path's calls (arrival to answer: their own serving and timers come on top
 of the fixed 400 ms, and are not ours) with what remains of the turn, and the CPU each process
-ran per turn (the worker's, with its memory job: what its share of the turn is made of). With both
-providers (the default), the same turns run once on each chat adapter (CHAT_PROVIDER, the
-fake Anthropic Messages API or the fake OpenAI-compatible server, same latency), each on a
-fresh database, and the run ends with the OpenAI adapter's ratios to Anthropic's. A provider
-named twice runs twice and its turns are pooled: ``anthropic,openai,openai,anthropic``
-cancels a load that drifts during the run."""
+ran per turn (the worker's, with its memory job: what its share of the turn is made of) with
+the statements and transactions the worker sent to Postgres per turn (counted, so the
+machine's load does not blur them as it blurs the times). With both providers (the default),
+the same turns run once on each chat adapter (CHAT_PROVIDER, the fake Anthropic Messages API
+or the fake OpenAI-compatible server, same latency), each on a fresh database, and the run
+ends with the OpenAI adapter's ratios to Anthropic's. A provider named twice runs twice and
+its turns are pooled: ``anthropic,openai,openai,anthropic`` cancels a load that drifts during
+the run."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from app.agent.fake_jina import FakeJina
@@ -394,17 +397,38 @@ def compare(anthropic: list[Timing], openai: list[Timing]) -> None:
 
 @dataclass(frozen=True)
 class Cpu:
-    """CPU seconds each process ran over the measured turns (every thread's schedstat)."""
+    """CPU seconds each process ran over the measured turns (every thread's schedstat), and
+    the statements and transactions the worker sent to Postgres meanwhile."""
 
     worker: float
     api: float
+    statements: float
+    transactions: float
 
     def line(self, turns: int) -> str:
         return (
             f"CPU per turn (each with its memory job): worker {self.worker * 1000 / turns:.1f} "
             f"ms, API {self.api * 1000 / turns:.1f} ms; the worker's part of a turn runs on one "
-            "event loop, so its CPU is most of 'ours' above"
+            "event loop, so its CPU is most of 'ours' above\n"
+            f"Postgres per turn (the worker's, with its memory job): "
+            f"{self.statements / turns:.1f} statements in {self.transactions / turns:.1f} "
+            "transactions (each also a BEGIN and its COMMIT or ROLLBACK: round trips too)"
         )
+
+
+async def database_work(metrics_port: int) -> tuple[float, float]:
+    """The worker's statements and transactions so far (bench._worker counts them)."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"http://127.0.0.1:{metrics_port}/metrics")
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(response.raise_for_status().text)
+        for sample in family.samples
+    }
+    return (
+        samples["bench_worker_db_statements_total"],
+        samples["bench_worker_db_transactions_total"],
+    )
 
 
 async def run_provider(
@@ -425,6 +449,7 @@ async def run_provider(
     jina = FakeJina()
     fakes = Fakes(Tap(jev.app), Tap(model.app), Tap(discord.app))
     logs = Path(tempfile.mkdtemp(prefix="bench-turn-"))
+    metrics_port = free_port()
     async with (
         serve(fakes.jev) as jev_url,
         serve(fakes.model) as model_url,
@@ -446,7 +471,7 @@ async def run_provider(
             "JINA_API_KEY": jina.api_key,
             "JINA_SEARCH_URL": jina_url + "/search",
             "JINA_READER_URL": jina_url + "/reader",
-            "WORKER_METRICS_PORT": str(free_port()),
+            "WORKER_METRICS_PORT": str(metrics_port),
         }
         port = free_port()
         worker_args = ["-m", "bench._worker"]
@@ -462,8 +487,10 @@ async def run_provider(
             await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
             pause = effective_poll_delay(args.poll_delay)
             before = [cpu_seconds(p.pid)[0] for p in (worker, api)]
+            database_before = await database_work(metrics_port)
             timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause)
             after = [cpu_seconds(p.pid)[0] for p in (worker, api)]
+            database_after = await database_work(metrics_port)
         except Exception:
             print(f"failed; process logs in {logs}", file=sys.stderr)
             raise
@@ -473,7 +500,8 @@ async def run_provider(
             for process in (worker, api):
                 process.wait(timeout=15)
     timings.sort(key=lambda t: t.posted)
-    cpu = Cpu(*(b - a for a, b in zip(before, after, strict=True)))
+    spent = zip([*before, *database_before], [*after, *database_after], strict=True)
+    cpu = Cpu(*(b - a for a, b in spent))
     return timings, seconds, floor, cpu
 
 
