@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy import Row, Select, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -69,7 +69,8 @@ def line_of(message: LoggedMessage) -> Line:
     )
 
 
-def _plain(row: Message) -> LoggedMessage:
+def _plain(row: Message | Row[Any]) -> LoggedMessage:
+    """A message as the log holds it, from its row (ORM or a prebuilt statement's)."""
     return LoggedMessage(
         id=row.id,
         channel_id=row.channel_id,
@@ -320,12 +321,29 @@ async def recent_messages(
     limit: int = CONTEXT_SIZE,
     before_id: int | None = None,
 ) -> list[LoggedMessage]:
-    """The channel's last ``limit`` messages, oldest first, deleted ones excluded."""
-    query = select(Message).where(Message.channel_id == channel_id, Message.deleted_at.is_(None))
-    if before_id is not None:
-        query = query.where(Message.id <= before_id)
-    rows = await session.scalars(query.order_by(Message.created_at.desc()).limit(limit))
+    """The channel's last ``limit`` messages, oldest first, deleted ones excluded. A
+    statement built once (a turn reads it before its first question: building and keying an
+    ORM select each time cost more than the read)."""
+    if before_id is None:
+        rows = await session.execute(_RECENT, {"channel_id": channel_id, "limit": limit})
+    else:
+        params = {"channel_id": channel_id, "limit": limit, "before_id": before_id}
+        rows = await session.execute(_RECENT_BEFORE, params)
     return [_plain(row) for row in reversed(rows.all())]
+
+
+_COLUMNS = (
+    "id, channel_id, guild_id, author_id, author_name, is_bot, content, reply_to_id, "
+    "created_at, deleted_at, attachments"
+)
+_RECENT = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE channel_id = :channel_id AND deleted_at IS NULL "
+    "ORDER BY created_at DESC LIMIT :limit"
+)
+_RECENT_BEFORE = text(
+    f"SELECT {_COLUMNS} FROM messages WHERE channel_id = :channel_id AND deleted_at IS NULL "
+    "AND id <= :before_id ORDER BY created_at DESC LIMIT :limit"
+)
 
 
 _OLDER = (

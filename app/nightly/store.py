@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Text, cast, delete, func, select, update
+from sqlalchemy import Row, Text, cast, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -62,7 +62,7 @@ def _run(row: NightlyRun) -> Run:
     )
 
 
-def _style(row: StyleOverride) -> Style:
+def _style(row: StyleOverride | Row[Any]) -> Style:
     return Style(row.id, row.content, row.run_id, row.created_at, row.reverted_at, row.guild_id)
 
 
@@ -168,13 +168,16 @@ async def active_style(session: AsyncSession, guild_id: int | None) -> Style | N
     (its replies use the persona file's style), nor has any guild a deployment-wide one."""
     if guild_id is None:
         return None
-    row = await session.scalar(
-        select(StyleOverride)
-        .where(StyleOverride.guild_id == guild_id, StyleOverride.reverted_at.is_(None))
-        .order_by(StyleOverride.created_at.desc(), StyleOverride.id.desc())
-        .limit(1)
-    )
+    row = (await session.execute(_ACTIVE_STYLE, {"guild_id": guild_id})).first()
     return _style(row) if row is not None else None
+
+
+# Built once: a turn reads it before its first question.
+_ACTIVE_STYLE = text(
+    "SELECT id, content, run_id, created_at, reverted_at, guild_id FROM style_overrides "
+    "WHERE guild_id = :guild_id AND reverted_at IS NULL "
+    "ORDER BY created_at DESC, id DESC LIMIT 1"
+)
 
 
 async def style_of_runs(session: AsyncSession, run_ids: Sequence[int]) -> dict[int, list[Style]]:

@@ -9,8 +9,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import delete, select, text
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import bindparam, delete, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.locks import xact_lock
@@ -38,14 +38,23 @@ async def done(session: AsyncSession, event_id: str, step: Step) -> dict[str, An
 async def done_many(
     session: AsyncSession, event_id: str, wanted: Iterable[Step]
 ) -> dict[Step, dict[str, Any]]:
-    """The recorded results among ``wanted`` (a missing step did not happen), in one read."""
-    rows = await session.scalars(
-        select(CompletedStep).where(
-            CompletedStep.event_id == event_id,
-            CompletedStep.step.in_([step.value for step in wanted]),
-        )
+    """The recorded results among ``wanted`` (a missing step did not happen), in one read
+    (a statement built once: a turn reads it before its first question)."""
+    rows = await session.execute(
+        _DONE_MANY, {"event_id": event_id, "steps": [step.value for step in wanted]}
     )
-    return {Step(row.step): dict(row.result or {}) for row in rows}
+    return {Step(step): dict(result or {}) for step, result in rows}
+
+
+# Built once, as _DONE_MANY: the reply's record is written while its post goes out.
+_RECORD = text(
+    "INSERT INTO completed_steps (event_id, step, result) VALUES (:event_id, :step, :result) "
+    "ON CONFLICT DO NOTHING RETURNING result"
+).bindparams(bindparam("result", type_=JSONB))
+
+_DONE_MANY = text(
+    "SELECT step, result FROM completed_steps WHERE event_id = :event_id AND step = ANY(:steps)"
+)
 
 
 async def record(
@@ -54,12 +63,8 @@ async def record(
     """Record a step once; a concurrent or earlier record wins and its result is returned.
     One round trip when the record is new (the common case): the insert returns what it
     stored; only a conflict reads the record that won."""
-    stored = await session.scalar(
-        insert(CompletedStep)
-        .values(event_id=event_id, step=step.value, result=result)
-        .on_conflict_do_nothing()
-        .returning(CompletedStep.result)
-    )
+    params = {"event_id": event_id, "step": step.value, "result": result}
+    stored = await session.scalar(_RECORD, params)
     if stored is not None:
         return dict(stored)
     return await done(session, event_id, step) or result
