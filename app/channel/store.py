@@ -99,12 +99,16 @@ async def arrived_changed(session: AsyncSession, message: MessageCreate) -> bool
     or edit of it arrived first (its tombstone waits, or a log write already applied it).
     One statement, so one snapshot: the write that applies a tombstone removes it in the same
     commit, and the read sees either the tombstone or the message it changed."""
-    tombstone = select(MessageTombstone.message_id).where(MessageTombstone.message_id == message.id)
-    changed = select(Message.id).where(
-        Message.id == message.id,
-        (Message.deleted_at.is_not(None)) | (Message.content != message.content),
-    )
-    return bool(await session.scalar(select(tombstone.exists() | changed.exists())))
+    params = {"id": message.id, "content": message.content}
+    return bool(await session.scalar(_ARRIVED_CHANGED, params))
+
+
+# Built once: a mention's turn reads it before its first question.
+_ARRIVED_CHANGED = text(
+    "SELECT EXISTS (SELECT FROM message_tombstones WHERE message_id = :id) "
+    "OR EXISTS (SELECT FROM messages WHERE id = :id "
+    "AND (deleted_at IS NOT NULL OR content <> :content))"
+)
 
 
 def as_logged(message: MessageCreate) -> LoggedMessage:
