@@ -46,12 +46,6 @@ async def done_many(
     return {Step(step): dict(result or {}) for step, result in rows}
 
 
-# Built once, as _DONE_MANY: the reply's record is written while its post goes out.
-_RECORD = text(
-    "INSERT INTO completed_steps (event_id, step, result) VALUES (:event_id, :step, :result) "
-    "ON CONFLICT DO NOTHING RETURNING result"
-).bindparams(bindparam("result", type_=JSONB))
-
 _DONE_MANY = text(
     "SELECT step, result FROM completed_steps WHERE event_id = :event_id AND step = ANY(:steps)"
 )
@@ -68,6 +62,13 @@ async def record(
     if stored is not None:
         return dict(stored)
     return await done(session, event_id, step) or result
+
+
+# Built once, as _DONE_MANY: the reply's record is written while its post goes out.
+_RECORD = text(
+    "INSERT INTO completed_steps (event_id, step, result) VALUES (:event_id, :step, :result) "
+    "ON CONFLICT DO NOTHING RETURNING result"
+).bindparams(bindparam("result", type_=JSONB))
 
 
 @dataclass(frozen=True, slots=True)
