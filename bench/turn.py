@@ -370,9 +370,9 @@ async def main() -> None:
     runs: dict[Provider, list[Timing]] = {}
     for provider in (Provider(p.strip()) for p in args.providers.split(",") if p.strip()):
         print(f"== CHAT_PROVIDER={provider.value}")
-        timings, seconds, floor, cpu = await run_provider(provider, args)
+        timings, seconds, floor, spent = await run_provider(provider, args)
         report(timings, seconds, args, floor)
-        print(cpu.line(len(timings)))
+        print(spent.line(len(timings)))
         runs.setdefault(provider, []).extend(timings)
     if Provider.ANTHROPIC in runs and Provider.OPENAI in runs:
         compare(runs[Provider.ANTHROPIC], runs[Provider.OPENAI])
@@ -396,7 +396,7 @@ def compare(anthropic: list[Timing], openai: list[Timing]) -> None:
 
 
 @dataclass(frozen=True)
-class Cpu:
+class Spent:
     """CPU seconds each process ran over the measured turns (every thread's schedstat), and
     the statements and transactions the worker sent to Postgres meanwhile."""
 
@@ -433,7 +433,7 @@ async def database_work(metrics_port: int) -> tuple[float, float]:
 
 async def run_provider(
     provider: Provider, args: argparse.Namespace
-) -> tuple[list[Timing], float, tuple[float, float], Cpu]:
+) -> tuple[list[Timing], float, tuple[float, float], Spent]:
     database_url = await fresh_database(DB)
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -500,9 +500,13 @@ async def run_provider(
             for process in (worker, api):
                 process.wait(timeout=15)
     timings.sort(key=lambda t: t.posted)
-    spent = zip([*before, *database_before], [*after, *database_after], strict=True)
-    cpu = Cpu(*(b - a for a, b in spent))
-    return timings, seconds, floor, cpu
+    spent = Spent(
+        worker=after[0] - before[0],
+        api=after[1] - before[1],
+        statements=database_after[0] - database_before[0],
+        transactions=database_after[1] - database_before[1],
+    )
+    return timings, seconds, floor, spent
 
 
 if __name__ == "__main__":

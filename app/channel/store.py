@@ -336,18 +336,14 @@ async def recent_messages(
     return [_plain(row) for row in reversed(rows.all())]
 
 
-_COLUMNS = (
-    "id, channel_id, guild_id, author_id, author_name, is_bot, content, reply_to_id, "
-    "created_at, deleted_at, attachments"
-)
-_RECENT = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE channel_id = :channel_id AND deleted_at IS NULL "
+_SHOWN = (
+    "SELECT id, channel_id, guild_id, author_id, author_name, is_bot, content, reply_to_id, "
+    "created_at, deleted_at, attachments FROM messages "
+    "WHERE channel_id = :channel_id AND deleted_at IS NULL {before}"
     "ORDER BY created_at DESC LIMIT :limit"
 )
-_RECENT_BEFORE = text(
-    f"SELECT {_COLUMNS} FROM messages WHERE channel_id = :channel_id AND deleted_at IS NULL "
-    "AND id <= :before_id ORDER BY created_at DESC LIMIT :limit"
-)
+_RECENT = text(_SHOWN.format(before=""))
+_RECENT_BEFORE = text(_SHOWN.format(before="AND id <= :before_id "))
 
 
 _OLDER = (

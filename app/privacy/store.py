@@ -27,6 +27,7 @@ JOB_LOCK = "erasure-job"
 
 
 class Status(StrEnum):
+    # Also spelled in SQL: the table's check constraint and ``erasure_blocked`` (0023).
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
