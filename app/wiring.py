@@ -12,7 +12,7 @@ from app.agent import build_agent
 from app.chat.providers import open_adapters
 from app.config import SandboxBackend, Settings
 from app.db import create_engine, create_session_factory
-from app.decision.factory import build_decider
+from app.decision.factory import open_decider
 from app.directory.store import rules_cache
 from app.discord.attachments import AllowedHosts
 from app.discord.cdn import AttachmentFetcher
@@ -69,6 +69,7 @@ async def open_services(
         )
         adapters = await stack.enter_async_context(open_adapters(settings, gate=gate))
         chat = adapters.chat
+        decider = await stack.enter_async_context(open_decider(settings, adapters.decisions))
         agent = None
         if settings.jina_api_key is not None or settings.sandbox_backend != SandboxBackend.NONE:
             agent = build_agent(settings, chat=chat, http=http, sessions=sessions)
@@ -77,7 +78,7 @@ async def open_services(
             settings=settings,
             sessions=sessions,
             discord=discord,
-            decider=build_decider(settings, http, adapters.decisions),
+            decider=decider,
             chat=chat,
             queue=queue,
             bot_user_id=bot_id,

@@ -5,7 +5,8 @@ a context costs ~20 ms of CPU and its memory each time: a worker opens several c
 and embeddings, each chat SDK), the relay two, the decision service one. A context is safe to
 share: each connection takes its own session from it. Each library keeps its own default trust
 store (httpx: certifi; httpx2, the SDKs' client: the system's), and both honour
-``SSL_CERT_FILE``/``SSL_CERT_DIR`` as they would unshared."""
+``SSL_CERT_FILE``/``SSL_CERT_DIR`` as they would unshared. The worker's aiohttp session for
+Jev takes httpx's context, so Jev is trusted as it was when httpx called it."""
 
 from __future__ import annotations
 

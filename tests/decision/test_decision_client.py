@@ -3,12 +3,16 @@ the bearer key, the logging wrapper (metrics, log fields, spend) and the mode sw
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-from collections.abc import AsyncIterator
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
+import aiohttp
 import anthropic
-import httpx
 import httpx2
 import pytest
 from prometheus_client import REGISTRY
@@ -17,8 +21,8 @@ from app.chat.anthropic import AnthropicChat
 from app.chat.fake import FakeAnthropic, ToolUse
 from app.config import Settings
 from app.decision.base import NoAnswerReason, NoDecision
-from app.decision.client import HttpDecider
-from app.decision.factory import build_decider
+from app.decision.client import HttpDecider, decision_session
+from app.decision.factory import open_decider
 from app.decision.fake import FakeJev, Raw
 from app.decision.logged import LoggedDecider
 from app.decision.vocabulary import STALE_OPTIONS, VERDICT_OPTIONS, Kind, Question
@@ -48,31 +52,31 @@ async def jev_url(jev: FakeJev) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
+async def web() -> AsyncIterator[aiohttp.ClientSession]:
+    async with decision_session() as session:
+        yield session
 
 
 def client_pair(
-    http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0
+    web: aiohttp.ClientSession, url: str, *, timeout_s: float = 2.0
 ) -> tuple[HttpDecider, LoggedDecider]:
     """The raw client (``decide`` raises NoDecision with its reason) and the same client as
     the bot uses it, behind the LoggedDecider that turns "no answer" into None."""
-    raw = HttpDecider(http, base_url=url, api_key=None, timeout_s=timeout_s)
+    raw = HttpDecider(web, base_url=url, api_key=None, timeout_s=timeout_s)
     return raw, LoggedDecider(raw)
 
 
-def decider(http: httpx.AsyncClient, url: str, *, timeout_s: float = 2.0) -> LoggedDecider:
-    return client_pair(http, url, timeout_s=timeout_s)[1]
+def decider(web: aiohttp.ClientSession, url: str, *, timeout_s: float = 2.0) -> LoggedDecider:
+    return client_pair(web, url, timeout_s=timeout_s)[1]
 
 
 async def test_each_kind_returns_its_typed_answer(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
 ) -> None:
     jev.answers[Question.IS_TASK] = True
     jev.answers[Question.WORTH_KEEPING] = 0.73
     jev.answers[Question.MEMORY_VERDICT] = "update"
-    client = decider(http, jev_url)
+    client = decider(web, jev_url)
 
     assert await client.boolean(Question.IS_TASK, "find me a paper") is True
     assert await client.probability(Question.WORTH_KEEPING, "I moved to Osaka") == 0.73
@@ -95,20 +99,20 @@ async def test_each_kind_returns_its_typed_answer(
 
 
 async def test_false_and_zero_are_answers_not_missing_answers(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
 ) -> None:
     jev.answers[Question.IS_CORRECTION] = False
     jev.answers[Question.ADD_MEMORY] = 0
-    client = decider(http, jev_url)
+    client = decider(web, jev_url)
 
     assert await client.boolean(Question.IS_CORRECTION, "thanks!") is False
     assert await client.probability(Question.ADD_MEMORY, "x") == 0.0
 
 
 async def test_fake_defaults_are_the_conservative_answers(
-    jev_url: str, http: httpx.AsyncClient
+    jev_url: str, web: aiohttp.ClientSession
 ) -> None:
-    client = decider(http, jev_url)
+    client = decider(web, jev_url)
 
     assert await client.boolean(Question.EMOJI_ENOUGH, "hi") is False
     assert await client.probability(Question.WORTH_KEEPING, "hi") == 0.0
@@ -117,12 +121,12 @@ async def test_fake_defaults_are_the_conservative_answers(
 
 
 async def test_fake_answer_can_depend_on_the_request(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
 ) -> None:
     jev.answers[Question.MEMORY_VERDICT] = lambda body: (
         "update" if "coffee" in body["prompt"] else "keep"
     )
-    client = decider(http, jev_url)
+    client = decider(web, jev_url)
 
     assert await client.choice(Question.MEMORY_VERDICT, "likes coffee", VERDICT_OPTIONS) == "update"
     assert await client.choice(Question.MEMORY_VERDICT, "likes tea", VERDICT_OPTIONS) == "keep"
@@ -132,11 +136,11 @@ async def test_fake_answer_can_depend_on_the_request(
     ]
 
 
-async def test_bearer_key_is_sent(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
+async def test_bearer_key_is_sent(jev: FakeJev, jev_url: str, web: aiohttp.ClientSession) -> None:
     jev.api_key = "s3cret"
     jev.answers[Question.IS_TASK] = True
-    keyed = LoggedDecider(HttpDecider(http, base_url=jev_url, api_key="s3cret", timeout_s=2))
-    wrong = LoggedDecider(HttpDecider(http, base_url=jev_url, api_key="nope", timeout_s=2))
+    keyed = LoggedDecider(HttpDecider(web, base_url=jev_url, api_key="s3cret", timeout_s=2))
+    wrong = LoggedDecider(HttpDecider(web, base_url=jev_url, api_key="nope", timeout_s=2))
 
     assert await keyed.boolean(Question.IS_TASK, "x") is True
     assert await wrong.boolean(Question.IS_TASK, "x") is None
@@ -165,10 +169,10 @@ PROBABILITY_FAILURES = [
 
 @pytest.mark.parametrize(("reply", "reason"), PROBABILITY_FAILURES)
 async def test_probability_failures_are_no_answer(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession, reply: object, reason: NoAnswerReason
 ) -> None:
     jev.answers[Question.WORTH_KEEPING] = reply  # type: ignore[assignment]
-    raw, client = client_pair(http, jev_url)
+    raw, client = client_pair(web, jev_url)
 
     assert await client.probability(Question.WORTH_KEEPING, "x") is None
     with pytest.raises(NoDecision) as caught:
@@ -186,10 +190,10 @@ async def test_probability_failures_are_no_answer(
     ],
 )
 async def test_choice_failures_are_no_answer(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object, reason: NoAnswerReason
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession, reply: object, reason: NoAnswerReason
 ) -> None:
     jev.answers[Question.STALE_KEEP] = reply  # type: ignore[assignment]
-    raw, client = client_pair(http, jev_url)
+    raw, client = client_pair(web, jev_url)
 
     assert await client.choice(Question.STALE_KEEP, "x", STALE_OPTIONS) is None
     with pytest.raises(NoDecision) as caught:
@@ -206,26 +210,26 @@ async def test_choice_failures_are_no_answer(
     ],
 )
 async def test_boolean_failures_are_no_answer(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, reply: object
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession, reply: object
 ) -> None:
     jev.answers[Question.IS_CORRECTION] = reply  # type: ignore[assignment]
 
-    assert await decider(http, jev_url).boolean(Question.IS_CORRECTION, "x") is None
+    assert await decider(web, jev_url).boolean(Question.IS_CORRECTION, "x") is None
 
 
 async def test_service_down_is_no_answer(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
 ) -> None:
     jev.down = True
     jev.answers[Question.IS_TASK] = True
 
-    assert await decider(http, jev_url).boolean(Question.IS_TASK, "x") is None
+    assert await decider(web, jev_url).boolean(Question.IS_TASK, "x") is None
 
 
-async def test_timeout_is_no_answer(jev: FakeJev, jev_url: str, http: httpx.AsyncClient) -> None:
+async def test_timeout_is_no_answer(jev: FakeJev, jev_url: str, web: aiohttp.ClientSession) -> None:
     jev.latency = 1.0
     jev.answers[Question.IS_TASK] = True
-    raw, client = client_pair(http, jev_url, timeout_s=0.1)
+    raw, client = client_pair(web, jev_url, timeout_s=0.1)
 
     with pytest.raises(NoDecision) as caught:
         await raw.decide(Question.IS_TASK, "x", None)
@@ -233,8 +237,8 @@ async def test_timeout_is_no_answer(jev: FakeJev, jev_url: str, http: httpx.Asyn
     assert await client.boolean(Question.IS_TASK, "x") is None
 
 
-async def test_connection_refused_is_no_answer(http: httpx.AsyncClient) -> None:
-    raw, client = client_pair(http, f"http://127.0.0.1:{free_port()}")
+async def test_connection_refused_is_no_answer(web: aiohttp.ClientSession) -> None:
+    raw, client = client_pair(web, f"http://127.0.0.1:{free_port()}")
 
     with pytest.raises(NoDecision) as caught:
         await raw.decide(Question.IS_TASK, "x", None)
@@ -242,10 +246,91 @@ async def test_connection_refused_is_no_answer(http: httpx.AsyncClient) -> None:
     assert await client.boolean(Question.IS_TASK, "x") is None
 
 
-async def test_asking_a_question_as_another_kind_is_a_programming_error(
-    jev_url: str, http: httpx.AsyncClient
+Answering = Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def raw_server(answer: Answering) -> AsyncIterator[str]:
+    """A server that reads one request and then does what ``answer`` does on the socket: a
+    service misbehaving below HTTP, which FakeJev (a well-formed app) cannot play."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        await reader.readexactly(int(length.group(1)) if length else 0)
+        try:
+            await answer(writer)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.close()
+
+
+async def test_a_connection_dropped_before_the_answer_is_no_answer(
+    web: aiohttp.ClientSession,
 ) -> None:
-    client = decider(http, jev_url)
+    async def hang_up(writer: asyncio.StreamWriter) -> None:
+        return  # closed without a byte of answer
+
+    async with raw_server(hang_up) as url:
+        raw, client = client_pair(web, url)
+        with pytest.raises(NoDecision) as caught:
+            await raw.decide(Question.IS_TASK, "x", None)
+        assert caught.value.reason is NoAnswerReason.CONNECTION
+        assert await client.boolean(Question.IS_TASK, "x") is None
+
+
+async def test_the_timeout_bounds_the_whole_call_not_each_read(
+    web: aiohttp.ClientSession,
+) -> None:
+    """An answer trickled a byte at a time, each byte well inside the timeout, still ends
+    at the timeout: a slow service cannot hold a turn longer than JEV_TIMEOUT_S."""
+    body = b'{"answer": true}'
+
+    async def trickle(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+        writer.write(b"Content-Length: %d\r\n\r\n" % len(body))
+        for byte in body:
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(bytes([byte]))
+
+    async with raw_server(trickle) as url:
+        raw, _ = client_pair(web, url, timeout_s=0.3)
+        started = time.monotonic()
+        with pytest.raises(NoDecision) as caught:
+            await raw.decide(Question.IS_TASK, "x", None)
+        assert caught.value.reason is NoAnswerReason.TIMEOUT
+        assert time.monotonic() - started < 0.3 + 0.5  # the body would take 0.8 s
+
+
+async def test_a_redirect_is_not_followed_and_the_key_stays(
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
+) -> None:
+    jev.answers[Question.IS_TASK] = True
+
+    async def elsewhere(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nContent-Length: 0\r\n")
+        writer.write(b"Location: %s/v1/decide\r\n\r\n" % jev_url.encode())
+        await writer.drain()
+
+    async with raw_server(elsewhere) as url:
+        raw = HttpDecider(web, base_url=url, api_key="s3cret", timeout_s=2)
+        with pytest.raises(NoDecision) as caught:
+            await raw.decide(Question.IS_TASK, "x", None)
+    assert caught.value.reason is NoAnswerReason.STATUS
+    assert jev.requests == []  # neither the question nor the key went where it pointed
+
+
+async def test_asking_a_question_as_another_kind_is_a_programming_error(
+    jev_url: str, web: aiohttp.ClientSession
+) -> None:
+    client = decider(web, jev_url)
 
     with pytest.raises(ValueError, match="is_task is a boolean question"):
         await client.choice(Question.IS_TASK, "x", ["yes", "no"])
@@ -262,11 +347,11 @@ def sample(name: str, **labels: str) -> float:
 
 
 async def test_logged_decider_counts_logs_and_spends(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     jev.answers[Question.WORTH_KEEPING] = 0.9
     jev.answers[Question.IS_TASK] = Raw(500, {"detail": "x"})
-    logged = decider(http, jev_url)
+    logged = decider(web, jev_url)
     answered = sample("decision_calls_total", question="worth_keeping", outcome="answered")
     failed = sample("decision_calls_total", question="is_task", outcome="status")
     latencies = sample("decision_latency_seconds_count", question="worth_keeping")
@@ -290,9 +375,9 @@ async def test_logged_decider_counts_logs_and_spends(
 
 
 async def test_logged_decider_still_refuses_the_wrong_kind(
-    jev_url: str, http: httpx.AsyncClient
+    jev_url: str, web: aiohttp.ClientSession
 ) -> None:
-    logged = decider(http, jev_url)
+    logged = decider(web, jev_url)
 
     with pytest.raises(ValueError):
         await logged.boolean(Question.MEMORY_VERDICT, "x")
@@ -307,30 +392,28 @@ def bot_settings(**overrides: object) -> Settings:
     )
 
 
-async def test_build_decider_uses_the_service_when_jev_url_is_set(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+async def test_open_decider_uses_the_service_when_jev_url_is_set(
+    jev: FakeJev, jev_url: str
 ) -> None:
     jev.api_key = "k"
     jev.answers[Question.IS_TASK] = True
     settings = bot_settings(jev_url=jev_url, jev_api_key="k", jev_timeout_s=2)
     model = anthropic.AsyncAnthropic(api_key="unused", base_url=f"http://127.0.0.1:{free_port()}")
 
-    built = build_decider(settings, http, AnthropicChat(model, model="unused"))
-
-    assert await built.boolean(Question.IS_TASK, "x") is True
+    async with open_decider(settings, AnthropicChat(model, model="unused")) as built:
+        assert await built.boolean(Question.IS_TASK, "x") is True
     assert len(jev.requests) == 1
 
 
-async def test_build_decider_answers_in_process_without_jev_url(http: httpx.AsyncClient) -> None:
+async def test_open_decider_answers_in_process_without_jev_url() -> None:
     fake = FakeAnthropic()
     fake.push(ToolUse("answer_probability", {"probability": 0.8}))
     async with serve(fake.app) as url, httpx2.AsyncClient() as http2:
         model = anthropic.AsyncAnthropic(api_key="t", base_url=url, http_client=http2)
         provider = AnthropicChat(model, model="unused")
-        built = build_decider(bot_settings(jev_model="jev-small"), http, provider)
-
-        with spend_scope() as spend:
-            assert await built.probability(Question.WORTH_KEEPING, "x") == 0.8
+        async with open_decider(bot_settings(jev_model="jev-small"), provider) as built:
+            with spend_scope() as spend:
+                assert await built.probability(Question.WORTH_KEEPING, "x") == 0.8
 
     assert spend.decision_calls == 1
     assert fake.requests[0]["model"] == "jev-small"
@@ -343,11 +426,11 @@ def test_nan_is_never_a_probability() -> None:
 
 
 async def test_the_tokens_the_service_reports_are_counted_for_the_decision(
-    jev: FakeJev, jev_url: str, http: httpx.AsyncClient
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession
 ) -> None:
     jev.answers[Question.WORTH_KEEPING] = 0.9
     jev.tokens = (120, 6)
-    client = decider(http, jev_url)
+    client = decider(web, jev_url)
 
     with spend_scope() as spend:
         assert await client.probability(Question.WORTH_KEEPING, "I moved to Osaka") == 0.9

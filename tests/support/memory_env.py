@@ -23,7 +23,7 @@ from app.chat.metered import MeteredChat, Models
 from app.chat.openai import OpenAIChat, openai_client
 from app.config import Provider, Settings
 from app.db import SessionFactory
-from app.decision.client import HttpDecider
+from app.decision.client import HttpDecider, decision_session
 from app.decision.fake import FakeJev
 from app.decision.logged import LoggedDecider
 from app.discord.client import DiscordClient
@@ -58,6 +58,7 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
         serve_model(model) as model_url,
         serve(discord.app) as discord_url,
         httpx.AsyncClient(verify=httpx_tls()) as http,
+        decision_session() as web,
     ):
         sdk: anthropic.AsyncAnthropic | openai.AsyncOpenAI
         adapter: ChatProvider
@@ -72,7 +73,7 @@ async def memory_env(settings: Settings, sessions: SessionFactory) -> AsyncItera
             settings=settings,
             sessions=sessions,
             discord=DiscordClient(http, token=discord.token, api_base=discord_url, max_attempts=1),
-            decider=LoggedDecider(HttpDecider(http, base_url=jev_url, api_key=None, timeout_s=5.0)),
+            decider=LoggedDecider(HttpDecider(web, base_url=jev_url, api_key=None, timeout_s=5.0)),
             chat=MeteredChat(
                 adapter, models=Models(settings.chat_model, settings.background_model)
             ),
