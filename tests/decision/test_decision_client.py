@@ -250,12 +250,14 @@ Answering = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
 
 @asynccontextmanager
-async def raw_server(answer: Answering) -> AsyncIterator[str]:
-    """A server that reads one request and then does what ``answer`` does on the socket: a
-    service misbehaving below HTTP, which FakeJev (a well-formed app) cannot play."""
+async def raw_server(answer: Answering, heads: list[str] | None = None) -> AsyncIterator[str]:
+    """A server that reads each request (its head is kept in ``heads``) and then does what
+    ``answer`` does on the socket: a service misbehaving below HTTP, which FakeJev (a
+    well-formed app) cannot play, or a proxy."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
+        seen.append(head.decode("latin-1"))
         length = re.search(rb"(?i)content-length: *(\d+)", head)
         await reader.readexactly(int(length.group(1)) if length else 0)
         try:
@@ -263,6 +265,7 @@ async def raw_server(answer: Answering) -> AsyncIterator[str]:
         finally:
             writer.close()
 
+    seen: list[str] = [] if heads is None else heads
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
@@ -325,6 +328,35 @@ async def test_a_redirect_is_not_followed_and_the_key_stays(
             await raw.decide(Question.IS_TASK, "x", None)
     assert caught.value.reason is NoAnswerReason.STATUS
     assert jev.requests == []  # neither the question nor the key went where it pointed
+
+
+async def test_the_environments_proxy_carries_the_question_unless_no_proxy_exempts_it(
+    jev: FakeJev, jev_url: str, web: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY and NO_PROXY apply to Jev as they did when httpx asked it."""
+    jev.answers[Question.IS_TASK] = True
+    answer = b'{"answer": true}'
+
+    async def proxied(writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+        writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        await writer.drain()
+
+    heads: list[str] = []
+    async with raw_server(proxied, heads) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        through = HttpDecider(web, base_url=jev_url, api_key=None, timeout_s=2)
+        assert await through.decide(Question.IS_TASK, "x", None) is True
+        assert heads[0].startswith(f"POST {jev_url}/v1/decide HTTP/1.1")  # absolute: a proxy's
+        assert jev.requests == []
+
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = HttpDecider(web, base_url=jev_url, api_key=None, timeout_s=2)
+        assert await direct.decide(Question.IS_TASK, "x", None) is True
+    assert len(heads) == 1
+    assert len(jev.requests) == 1
 
 
 async def test_asking_a_question_as_another_kind_is_a_programming_error(
