@@ -249,6 +249,12 @@ async def test_connection_refused_is_no_answer(web: aiohttp.ClientSession) -> No
 Answering = Callable[[asyncio.StreamWriter], Awaitable[None]]
 
 
+def json_head(length: int) -> bytes:
+    """A 200's status line and headers for a JSON body of ``length`` bytes."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    return head % length
+
+
 @asynccontextmanager
 async def raw_server(answer: Answering, heads: list[str] | None = None) -> AsyncIterator[str]:
     """A server that reads each request (its head is kept in ``heads``) and then does what
@@ -296,8 +302,7 @@ async def test_the_timeout_bounds_the_whole_call_not_each_read(
     body = b'{"answer": true}' + b" " * 24  # 40 bytes, 2 s at one byte each 50 ms
 
     async def trickle(writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-        writer.write(b"Content-Length: %d\r\n\r\n" % len(body))
+        writer.write(json_head(len(body)))
         for byte in body:
             await writer.drain()
             await asyncio.sleep(0.05)
@@ -338,8 +343,7 @@ async def test_the_environments_proxy_carries_the_question_unless_no_proxy_exemp
     answer = b'{"answer": true}'
 
     async def proxied(writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-        writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        writer.write(json_head(len(answer)) + answer)
         await writer.drain()
 
     heads: list[str] = []
