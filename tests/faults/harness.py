@@ -318,7 +318,37 @@ async def wait_until_drained(redis: Redis, sessions: SessionFactory) -> None:
     async def settled() -> bool:
         return await redis.zcard("arq:queue") == 0 and await unhandled_events(sessions) == 0
 
-    await wait_until(settled, within=60, what="the restarted worker to finish")
+    try:
+        await wait_until(settled, within=60, what="the restarted worker to finish")
+    except AssertionError:
+        print(await what_is_pending(redis, sessions))
+        raise
+
+
+async def what_is_pending(redis: Redis, sessions: SessionFactory) -> str:
+    """For a drain that never came: the queue, the unhandled events and every other
+    connection to the database (what it waits on), ids and states only."""
+    queued = await redis.zrange("arq:queue", 0, -1, withscores=True)
+    async with sessions() as session:
+        events = (
+            await session.execute(
+                text(
+                    "SELECT id, attempts, next_attempt_at, last_error FROM inbox "
+                    "WHERE handled_at IS NULL"
+                )
+            )
+        ).all()
+        backends = (
+            await session.execute(
+                text(
+                    "SELECT pid, state, wait_event_type, wait_event, backend_xid IS NOT NULL, "
+                    "now() - xact_start, left(query, 60) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+        ).all()
+    lines = [f"queued: {queued}", f"unhandled: {events}", *(f"backend: {b}" for b in backends)]
+    return "\n".join(lines)
 
 
 async def sweep_until_handled(
