@@ -332,7 +332,8 @@ async def wait_until_drained(redis: Redis, sessions: SessionFactory) -> None:
 
 async def what_is_pending(redis: Redis, sessions: SessionFactory) -> str:
     """For a drain that never came: the queue, the unhandled events and every other
-    connection to the database (what it waits on), ids and states only."""
+    connection to the database (what it waits on, and the opening of its statement, which
+    carries parameters, never their values)."""
     queued = await redis.zrange("arq:queue", 0, -1, withscores=True)
     async with sessions() as session:
         events = (
