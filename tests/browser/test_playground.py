@@ -332,3 +332,22 @@ def test_alice_forgets_with_a_slash_command_and_only_she_sees_the_answers(
     expect(page.locator("#messages li.slash-answer")).to_have_count(0)  # Alice's alone
     page.get_by_label("You are").select_option(label="Alice")
     expect(answers.last).to_contain_text("Done: I forgot memory")
+
+
+def test_the_slash_menu_opens_when_its_script_arrived_after_the_page_started(
+    stack: DevStack, signed_in: Any
+) -> None:
+    """On a slow connection slash.js (deferred) can run after the page showed its first
+    channel: the menu must not depend on having seen that."""
+    tab = signed_in.new_page()
+    held: list[Any] = []
+    tab.route("**/playground/slash.js", lambda route: held.append(route))
+    tab.goto(f"{stack.url}/playground", wait_until="commit")
+    expect(tab.locator("#live")).to_contain_text("connected")  # started: its channel shown
+    assert len(held) == 1
+    held[0].continue_()
+    tab.wait_for_function("() => window.playground.listeners.length > 0")  # slash.js ran
+
+    slash_command(tab, "/memory show")
+    expect(tab.get_by_role("button", name="Send /memory show")).to_be_visible()
+    tab.close()

@@ -37,6 +37,15 @@
 
   // --- the menu and the options form ---------------------------------------------------
 
+  // "/" typed before the commands came: this script can run after the page showed its
+  // first channel (both are deferred; the page starts while this one is still downloading),
+  // so it may never have seen the view that loads them.
+  async function openMenu() {
+    if (!slash.loaded) await load();
+    const text = $("text").value;
+    if (!slash.chosen && text.startsWith("/")) menu(text);
+  }
+
   function menu(typed) {
     const wanted = typed.slice(1).trim().toLowerCase();
     const found = slash.entries.filter((e) => e.path.startsWith(wanted) || wanted.startsWith(e.path));
@@ -198,7 +207,7 @@
   $("text").addEventListener("input", (e) => {
     const text = e.target.value;
     if (slash.chosen && !text.startsWith(`/${slash.chosen.path}`)) close();
-    if (!slash.chosen && text.startsWith("/")) menu(text);
+    if (!slash.chosen && text.startsWith("/")) slash.loaded ? menu(text) : page.run(openMenu);
     else if (!slash.chosen) $("slash").hidden = true;
   });
   // Enter on "/memory show" sends the command rather than a message with that text.
