@@ -44,6 +44,7 @@ from app.discord.split import split_message
 from app.frames.events import Attachment, MessageCreate
 from app.kit.attribution import Author, Labels
 from app.kit.clock import jst_day, utcnow
+from app.kit.loop import let_ready_run
 from app.kit.relevance import Query
 from app.kit.spend import paid_by
 from app.kit.vectors import Embedding
@@ -165,22 +166,32 @@ async def _addressed(
     # never in series with it.
     context = asked.context
     async with QueryVector.start(services, message, attempt) as meaning:
-        reaction = await react(services, message, context, attempt, asked.asking)  # 8
+        reaction = await react(context, asked.asking)  # 8
+        if reaction.enough:
+            await add_reaction(services, message, attempt, reaction)
+            return _finish("emoji_only")
+        # 9 goes out first, the moment the emoji answers are in: the reaction's record and
+        # PUT, step 10's memory read (logged whichever path answers) and "typing…" (the turn
+        # writes either way) run while Jev answers, never ahead of its question.
+        typing = Typing(services.discord, message.channel_id)
+        wants_task = asyncio.create_task(decide_task(services, message, context))
+        await let_ready_run()  # its first step queues the request's write, ahead of ours
+        added = asyncio.create_task(add_reaction(services, message, attempt, reaction))
         try:
-            if reaction.enough:
-                await reaction.added
-                return _finish("emoji_only")
-            # 9, asked as soon as the emoji answers are in (the reaction is recorded and
-            # added meanwhile), with step 10's memory read overlapped: the read is logged
-            # whichever path answers.
-            wants_task, recalled, _ = await asyncio.gather(
-                decide_task(services, message, context),
-                recall(services, message, context, attempt, meaning),
-                reaction.added,
+            if Step.REPLY_TEXT not in context.done:
+                typing.start()
+            _, recalled, _ = await asyncio.gather(
+                wants_task, recall(services, message, context, attempt, meaning), added
             )
+        except BaseException:
+            await typing.stop()
+            raise
         finally:
-            await _settle_task(reaction.added)
-    reply = await respond(services, message, context, attempt, wants_task, recalled)  # 10
+            await _settle_task(added)
+            await _settle_task(wants_task)
+    reply = await respond(
+        services, message, context, attempt, wants_task.result(), recalled, typing
+    )  # 10
     await remember(services, message, reply, attempt.event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
 
@@ -567,43 +578,38 @@ def start_emoji_questions(
 
 @dataclass(frozen=True, slots=True)
 class Reaction:
-    """Whether an emoji alone is enough, and the reaction's record and PUT under way."""
+    """Step 8's decision: the emoji, whether it alone is enough, and whether an earlier run
+    of this turn already recorded it."""
 
+    emoji: str
     enough: bool
-    added: asyncio.Task[None]
+    recorded: bool
 
 
 async def react(
-    services: Services,
-    message: MessageCreate,
-    context: Context,
-    attempt: Attempt,
-    asking: asyncio.Task[tuple[bool | None, str | None]] | None,
+    context: Context, asking: asyncio.Task[tuple[bool | None, str | None]] | None
 ) -> Reaction:
-    """Add the acknowledgement reaction first: the choice is recorded, then the reaction is
-    added, while the turn goes on to step 9 (nothing there waits for either). The record
-    precedes the PUT: a retry adds the recorded emoji again (a no-op on Discord), where one
-    that asked again might pick another and leave two reactions."""
+    """The acknowledgement reaction: the emoji answers, or what an earlier run recorded."""
     decided = context.done.get(Step.REACT)
-    if decided is None:
-        assert asking is not None  # asked whenever the turn has not reacted yet
-        enough, emoji = await asking
-        decided = {"emoji": emoji or FALLBACK_EMOJI, "enough": enough is True}
-        added = asyncio.create_task(_record_and_add(services, message, attempt, decided))
-    else:
-        added = asyncio.create_task(_add_reaction(services, message, str(decided["emoji"])))
-    return Reaction(bool(decided["enough"]), added)
+    if decided is not None:
+        return Reaction(str(decided["emoji"]), bool(decided["enough"]), recorded=True)
+    assert asking is not None  # asked whenever the turn has not reacted yet
+    enough, emoji = await asking
+    return Reaction(emoji or FALLBACK_EMOJI, enough is True, recorded=False)
 
 
-async def _record_and_add(
-    services: Services, message: MessageCreate, attempt: Attempt, decided: dict[str, Any]
+async def add_reaction(
+    services: Services, message: MessageCreate, attempt: Attempt, reaction: Reaction
 ) -> None:
-    async with writing(services, attempt, message.author.id) as (session, _):
-        decided = await steps.record(session, attempt.event_id, Step.REACT, decided)
-    await _add_reaction(services, message, str(decided["emoji"]))
-
-
-async def _add_reaction(services: Services, message: MessageCreate, emoji: str) -> None:
+    """The choice is recorded, then the reaction is added; nothing else in the turn waits
+    for either. The record precedes the PUT: a retry adds the recorded emoji again (a no-op
+    on Discord), where one that asked again might pick another and leave two reactions."""
+    emoji = reaction.emoji
+    if not reaction.recorded:
+        decided = {"emoji": emoji, "enough": reaction.enough}
+        async with writing(services, attempt, message.author.id) as (session, _):
+            decided = await steps.record(session, attempt.event_id, Step.REACT, decided)
+        emoji = str(decided["emoji"])
     try:
         await services.discord.add_reaction(message.channel_id, message.id, emoji)
     except DiscordError as exc:
@@ -739,20 +745,21 @@ async def respond(
     attempt: Attempt,
     wants_task: bool,
     recalled: Recalled | None,
+    typing: Typing,
 ) -> Reply:
     """Post one reply, once: the text is fixed as it is posted, the post is recorded after.
-    "Bot is typing…" shows from the moment the turn starts writing until just before the
-    post (the post itself ends it on Discord)."""
-    posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
-    if posted is not None:
-        return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
-    if planned is not None:  # fixed by an earlier run: posted again (the nonce keeps it one)
-        ids = await _checked_send(services, message, attempt, planned)
-        return await _post(services, message, attempt, planned, ids)
-    assert recalled is not None  # recalled whenever the text is not fixed yet
-    memory = recalled.memory
-    context = replace(context, conversation=[*recalled.earlier, *context.conversation])
-    async with Typing(services.discord, message.channel_id) as typing:
+    "Bot is typing…" (``typing``, started by the turn once it knew it would write) shows
+    until just before the post (the post itself ends it on Discord)."""
+    async with typing:
+        posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
+        if posted is not None:
+            return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
+        if planned is not None:  # fixed by an earlier run: posted again (the nonce keeps it one)
+            ids = await _checked_send(services, message, attempt, planned)
+            return await _post(services, message, attempt, planned, ids)
+        assert recalled is not None  # recalled whenever the text is not fixed yet
+        memory = recalled.memory
+        context = replace(context, conversation=[*recalled.earlier, *context.conversation])
         writer = Writing(services, message, context.rules, typing)
         planned, sending = await _fix_text(
             services, message, context, attempt, writer, memory, wants_task

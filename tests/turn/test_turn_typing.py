@@ -1,18 +1,21 @@
 """ "Bot is typing…" end to end: POST /webhook → real worker → the Discord fake's typing route.
-From the moment the turn writes (after the reaction) until the reply is posted, renewed by
-the worker; never for an emoji-only turn, a command or a refused turn; never a delay."""
+From the moment the turn knows it will write (the emoji alone is not enough) until the reply
+is posted, renewed by the worker; never for an emoji-only turn, a command or a refused turn;
+never a delay."""
 
 from __future__ import annotations
 
 import itertools
 
 import pytest
+from pytest import MonkeyPatch
 
 from app.chat.fake import Delay, Text
+from app.config import Settings
 from app.decision.vocabulary import Question
 from app.turn.typing import RENEW_EVERY_S
 from tests.support.frames import message_create
-from tests.support.stack import BOT_ID, Stack
+from tests.support.stack import BOT_ID, Stack, running_stack, task_agent_settings
 
 MENTION = f"<@{BOT_ID}>"
 CHANNEL = 300
@@ -67,3 +70,21 @@ async def test_no_typing_for_an_emoji_only_turn_a_command_or_an_unaddressed_mess
     )
     assert stack.discord.reactions  # the emoji turn happened
     assert stack.discord.typing_in(CHANNEL) == []
+
+
+async def test_typing_shows_while_jev_decides_whether_the_message_is_a_task(
+    settings: Settings, redis: object, monkeypatch: MonkeyPatch
+) -> None:
+    """Once the emoji answers say the turn will write, "typing…" goes out beside the is_task
+    question rather than after its answer: the reply's path does not carry it."""
+    latency = 0.5
+    async with task_agent_settings() as agent, running_stack(settings, monkeypatch, **agent) as st:
+        st.jev.latency = latency
+        await st.deliver(message_create(content=f"{MENTION} what should I cook tonight?"))
+        [emoji_asked] = st.jev.asked_at(Question.EMOJI_CHOICE)
+        [task_asked] = st.jev.asked_at(Question.IS_TASK)
+        _, typing, posted = moments(st)
+    assert typing, "no typing indicator at all"
+    assert emoji_asked + latency <= typing[0], "typing before the turn knew it would write"
+    assert typing[0] < task_asked + latency, "typing waited for the is_task answer"
+    assert all(at < posted for at in typing)
