@@ -171,26 +171,27 @@ async def _addressed(
             await add_reaction(services, message, attempt, reaction)
             return _finish("emoji_only")
         # 9 goes out first, the moment the emoji answers are in: the reaction's record and
-        # PUT, step 10's memory read (logged whichever path answers) and "typing…" (the turn
-        # writes either way) run while Jev answers, never ahead of its question.
-        typing = Typing(services.discord, message.channel_id)
+        # PUT, step 10's memory read (logged whichever path answers), "typing…" and the
+        # reply chain and attachments (the turn writes either way) run while Jev answers,
+        # never ahead of its question.
+        writer = Writing(services, message, context.rules)
         wants_task = asyncio.create_task(decide_task(services, message, context))
         await let_ready_run()  # its first step queues the request's write, ahead of ours
         added = asyncio.create_task(add_reaction(services, message, attempt, reaction))
         try:
             if Step.REPLY_TEXT not in context.done:
-                typing.start()
+                writer.start()
             _, recalled, _ = await asyncio.gather(
                 wants_task, recall(services, message, context, attempt, meaning), added
             )
         except BaseException:
-            await typing.stop()
+            await writer.close()
             raise
         finally:
             await _settle_task(added)
             await _settle_task(wants_task)
     reply = await respond(
-        services, message, context, attempt, wants_task.result(), recalled, typing
+        services, message, context, attempt, wants_task.result(), recalled, writer
     )  # 10
     await remember(services, message, reply, attempt.event_id)  # 11
     _finish("reply_failed" if reply.failed else "replied")
@@ -745,12 +746,12 @@ async def respond(
     attempt: Attempt,
     wants_task: bool,
     recalled: Recalled | None,
-    typing: Typing,
+    writer: Writing,
 ) -> Reply:
     """Post one reply, once: the text is fixed as it is posted, the post is recorded after.
-    "Bot is typing…" (``typing``, started by the turn once it knew it would write) shows
+    "Bot is typing…" (``writer``, started by the turn once it knew it would write) shows
     until just before the post (the post itself ends it on Discord)."""
-    async with typing:
+    async with writer:
         posted, planned = context.done.get(Step.REPLY), context.done.get(Step.REPLY_TEXT)
         if posted is not None:
             return Reply(message_ids=list(posted["message_ids"]), failed=bool(posted["failed"]))
@@ -760,7 +761,6 @@ async def respond(
         assert recalled is not None  # recalled whenever the text is not fixed yet
         memory = recalled.memory
         context = replace(context, conversation=[*recalled.earlier, *context.conversation])
-        writer = Writing(services, message, context.rules, typing)
         planned, sending = await _fix_text(
             services, message, context, attempt, writer, memory, wants_task
         )
@@ -823,33 +823,53 @@ class Carried:
 
 
 class Writing:
-    """The turn has decided to write: typing starts, and what the message carries (its
-    reply chain, its attachments) is read once for whichever path writes."""
+    """The turn will write: "typing…" shows, and what the message carries (its reply chain,
+    its attachments) is read once for whichever path writes. Started as soon as the turn
+    knows it will write, so both go on while Jev decides whether the message is a task;
+    ended (``async with``) before the reply is posted, so no indicator outlives it."""
 
-    def __init__(
-        self, services: Services, message: MessageCreate, rules: Rules, typing: Typing
-    ) -> None:
-        self._services, self._message, self._rules, self._typing = services, message, rules, typing
-        self._carried: Carried | None = None
+    def __init__(self, services: Services, message: MessageCreate, rules: Rules) -> None:
+        self._services, self._message, self._rules = services, message, rules
+        self._typing = Typing(services.discord, message.channel_id)
+        self._reading: asyncio.Task[Carried] | None = None
 
     @property
     def model(self) -> str | None:
         """The channel's chat model (`!bot channel model`); None: CHAT_MODEL."""
         return self._rules.model
 
+    def start(self) -> None:
+        """Typing on, and the reply chain and attachments on their way (idempotent)."""
+        self._typing.start()
+        if self._reading is None:
+            self._reading = asyncio.create_task(self._read())
+
+    async def begin(self) -> Carried:
+        """What the message carries, once read (starting the writing if it had not)."""
+        self.start()
+        assert self._reading is not None
+        return await self._reading
+
     async def done(self) -> None:
         """The text is written: typing stops before the post, so no indicator outlives it."""
         await self._typing.stop()
 
-    async def begin(self) -> Carried:
-        self._typing.start()
-        if self._carried is None:
-            answering, attachments = await asyncio.gather(
-                reply_chain(self._services, self._message, self._rules),
-                _attachments(self._services, self._message),
-            )
-            self._carried = Carried(answering, attachments)
-        return self._carried
+    async def __aenter__(self) -> Writing:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._typing.stop()
+        await _settle_task(self._reading)  # read for a path that did not write
+
+    async def _read(self) -> Carried:
+        answering, attachments = await asyncio.gather(
+            reply_chain(self._services, self._message, self._rules),
+            _attachments(self._services, self._message),
+        )
+        return Carried(answering, attachments)
 
 
 async def _attachments(services: Services, message: MessageCreate) -> list[Fetched]:

@@ -14,10 +14,11 @@ from sqlalchemy import select
 from app.config import Settings
 from app.consent import store as consent
 from app.db import SessionFactory, unit_of_work
+from app.decision.vocabulary import Question
 from app.kit.attribution import read_lines
 from app.models.messages import Message
 from tests.support.frames import message_create, message_delete
-from tests.support.stack import BOT_ID, Stack, running_stack
+from tests.support.stack import BOT_ID, Stack, running_stack, task_agent_settings
 
 MENTION = f"<@{BOT_ID}>"
 CHANNEL = 300
@@ -98,6 +99,30 @@ async def test_a_message_the_log_never_saw_is_fetched_once_with_its_chain(
     assert sorted(c.path.rsplit("/", 1)[1] for c in fetched) == sorted(
         [str(question), str(answer)]
     )  # each asked once, over both turns
+
+
+async def test_the_chain_is_fetched_while_jev_decides_whether_the_message_is_a_task(
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply chain is read for whichever path writes, so once the emoji answers say the
+    turn writes it goes out beside the is_task question, not after its answer."""
+    latency = 0.5
+    async with (
+        task_agent_settings() as agent,
+        running_stack(settings, monkeypatch, memory_consolidate_every=1000, **agent) as st,
+    ):
+        st.jev.latency = latency
+        answer = st.discord.seed_message(CHANNEL, "Ramen, surely.", author_id=BOB, username="bob")
+        await st.deliver(
+            message_create(content=f"{MENTION} is that a good idea?", reply_to_id=answer)
+        )
+        [fetched] = st.discord.calls_to("GET", f"/channels/{CHANNEL}/messages/{answer}")
+        [emoji_asked] = st.jev.asked_at(Question.EMOJI_CHOICE)
+        [task_asked] = st.jev.asked_at(Question.IS_TASK)
+        lines = chain_lines(st)
+    assert lines == [{"from": "bob", "text": "Ramen, surely."}]
+    assert emoji_asked + latency <= fetched.at, "fetched before the turn knew it would write"
+    assert fetched.at < task_asked + latency, "the chain waited for the is_task answer"
 
 
 @pytest.mark.parametrize("failure", ["missing", "forbidden"])

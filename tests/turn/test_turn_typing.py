@@ -12,6 +12,7 @@ from pytest import MonkeyPatch
 
 from app.chat.fake import Delay, Text
 from app.config import Settings
+from app.db import SessionFactory
 from app.decision.vocabulary import Question
 from app.turn.typing import RENEW_EVERY_S
 from tests.support.frames import message_create
@@ -73,7 +74,7 @@ async def test_no_typing_for_an_emoji_only_turn_a_command_or_an_unaddressed_mess
 
 
 async def test_typing_shows_while_jev_decides_whether_the_message_is_a_task(
-    settings: Settings, redis: object, monkeypatch: MonkeyPatch
+    settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: MonkeyPatch
 ) -> None:
     """Once the emoji answers say the turn will write, "typing…" goes out beside the is_task
     question rather than after its answer: the reply's path does not carry it."""
