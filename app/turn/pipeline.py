@@ -171,16 +171,18 @@ async def _addressed(
             await add_reaction(services, message, attempt, reaction)
             return _finish("emoji_only")
         # 9 goes out first, the moment the emoji answers are in: the reaction's record and
-        # PUT, step 10's memory read (logged whichever path answers), "typing…" and the
-        # reply chain and attachments (the turn writes either way) run while Jev answers,
-        # never ahead of its question.
+        # PUT, step 10's memory read (logged whichever path answers), the reply chain and
+        # attachments and then "typing…" (the turn writes either way) run while Jev
+        # answers, never ahead of its question.
         writer = Writing(services, message, context.rules)
+        writes = Step.REPLY_TEXT not in context.done
         wants_task = asyncio.create_task(decide_task(services, message, context))
         await let_ready_run()  # its first step queues the request's write, ahead of ours
-        added = asyncio.create_task(add_reaction(services, message, attempt, reaction))
+        then = writer if writes else None
+        added = asyncio.create_task(_acknowledge(services, message, attempt, reaction, then))
         try:
-            if Step.REPLY_TEXT not in context.done:
-                writer.start()
+            if writes:
+                writer.read_ahead()
             _, recalled, _ = await asyncio.gather(
                 wants_task, recall(services, message, context, attempt, meaning), added
             )
@@ -599,6 +601,20 @@ async def react(
     return Reaction(emoji or FALLBACK_EMOJI, enough is True, recorded=False)
 
 
+async def _acknowledge(
+    services: Services,
+    message: MessageCreate,
+    attempt: Attempt,
+    reaction: Reaction,
+    writer: Writing | None,
+) -> None:
+    """The reaction, then "typing…" from ``writer`` (None: the text is already written):
+    the reaction stays the first acknowledgement (SPEC, "Typing and attachments")."""
+    await add_reaction(services, message, attempt, reaction)
+    if writer is not None:
+        writer.start()
+
+
 async def add_reaction(
     services: Services, message: MessageCreate, attempt: Attempt, reaction: Reaction
 ) -> None:
@@ -824,25 +840,33 @@ class Carried:
 
 class Writing:
     """The turn will write: "typing…" shows, and what the message carries (its reply chain,
-    its attachments) is read once for whichever path writes. Started as soon as the turn
-    knows it will write, so both go on while Jev decides whether the message is a task;
-    ended (``async with``) before the reply is posted, so no indicator outlives it."""
+    its attachments) is read once for whichever path writes. Both start as soon as the turn
+    knows it will write (typing once the reaction is added), so they go on while Jev decides
+    whether the message is a task; ended (``async with``) before the reply is posted, so no
+    indicator outlives it."""
 
     def __init__(self, services: Services, message: MessageCreate, rules: Rules) -> None:
         self._services, self._message, self._rules = services, message, rules
         self._typing = Typing(services.discord, message.channel_id)
         self._reading: asyncio.Task[Carried] | None = None
+        self._closed = False
 
     @property
     def model(self) -> str | None:
         """The channel's chat model (`!bot channel model`); None: CHAT_MODEL."""
         return self._rules.model
 
-    def start(self) -> None:
-        """Typing on, and the reply chain and attachments on their way (idempotent)."""
-        self._typing.start()
-        if self._reading is None:
+    def read_ahead(self) -> None:
+        """The reply chain and attachments on their way (idempotent; not once closed)."""
+        if self._reading is None and not self._closed:
             self._reading = asyncio.create_task(self._read())
+
+    def start(self) -> None:
+        """Typing on, and the reply chain and attachments on their way (idempotent; not
+        once closed: a step that ends after the turn failed starts nothing)."""
+        if not self._closed:
+            self._typing.start()
+            self.read_ahead()
 
     async def begin(self) -> Carried:
         """What the message carries, once read (starting the writing if it had not)."""
@@ -861,6 +885,7 @@ class Writing:
         await self.close()
 
     async def close(self) -> None:
+        self._closed = True
         await self._typing.stop()
         await _settle_task(self._reading)  # read for a path that did not write
 

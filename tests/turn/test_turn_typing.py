@@ -77,15 +77,17 @@ async def test_typing_shows_while_jev_decides_whether_the_message_is_a_task(
     settings: Settings, sessions: SessionFactory, redis: object, monkeypatch: MonkeyPatch
 ) -> None:
     """Once the emoji answers say the turn will write, "typing…" goes out beside the is_task
-    question rather than after its answer: the reply's path does not carry it."""
+    question rather than after its answer (the reply's path does not carry it), and still
+    after the reaction: the reaction stays the first acknowledgement."""
     latency = 0.5
     async with task_agent_settings() as agent, running_stack(settings, monkeypatch, **agent) as st:
         st.jev.latency = latency
         await st.deliver(message_create(content=f"{MENTION} what should I cook tonight?"))
         [emoji_asked] = st.jev.asked_at(Question.EMOJI_CHOICE)
         [task_asked] = st.jev.asked_at(Question.IS_TASK)
-        _, typing, posted = moments(st)
+        reacted, typing, posted = moments(st)
     assert typing, "no typing indicator at all"
     assert emoji_asked + latency <= typing[0], "typing before the turn knew it would write"
+    assert reacted < typing[0], "the reaction is the first acknowledgement, typing follows"
     assert typing[0] < task_asked + latency, "typing waited for the is_task answer"
     assert all(at < posted for at in typing)
