@@ -5,6 +5,7 @@ never a delay."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
@@ -14,7 +15,11 @@ from app.chat.fake import Delay, Text
 from app.config import Settings
 from app.db import SessionFactory
 from app.decision.vocabulary import Question
+from app.directory.store import Rules
+from app.frames.events import MessageCreate
+from app.turn.pipeline import Writing
 from app.turn.typing import RENEW_EVERY_S
+from app.wiring import open_services
 from tests.support.frames import message_create
 from tests.support.stack import BOT_ID, Stack, running_stack, task_agent_settings
 
@@ -91,3 +96,25 @@ async def test_typing_shows_while_jev_decides_whether_the_message_is_a_task(
     assert reacted < typing[0], "the reaction is the first acknowledgement, typing follows"
     assert typing[0] < task_asked + latency, "typing waited for the is_task answer"
     assert all(at < posted for at in typing)
+
+
+def typing_tasks() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("typing:")]
+
+
+async def test_a_writer_the_turn_closed_starts_no_typing_afterwards(stack: Stack) -> None:
+    """A step that ends after its turn failed (the reaction's PUT landing late, say) cannot
+    start "typing…" again: closing the writer ends it for good, so no renewal loop outlives
+    the turn."""
+    frame = message_create(content=f"{MENTION} hello")
+    message = MessageCreate.model_validate(frame["d"])
+    async with open_services(stack.settings) as services:
+        writer = Writing(services, message, Rules())
+        writer.start()
+        assert len(typing_tasks()) == 1
+        await writer.close()
+        assert typing_tasks() == []
+        writer.start()
+        writer.read_ahead()
+        assert typing_tasks() == []
+        await writer.close()  # closing twice is harmless
