@@ -5,6 +5,7 @@ shared servers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -41,8 +42,12 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int, what: str) -> N
 
 
 def _stop(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL to the whole session the process leads (each is started in its own): as root
+    PgBouncer runs under ``runuser``, and killing that wrapper alone left PgBouncer running
+    after the tests, one more per run."""
     if process is not None and process.poll() is None:
-        process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
 
 
