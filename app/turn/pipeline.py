@@ -3,8 +3,9 @@
 Decide first, generate second, remember after. Every decision without an answer takes the
 conservative branch (react 👍, write the reply, no correction, no memory write), and every
 side effect is recorded per trigger so a retried job does it once. Step 6 also applies the
-channel's mode (mention, free, off) and DMS_ENABLED; step 10 shows "typing…" while it writes
-and reads what the message carries (its reply chain, its attachments). Before any decision or
+channel's mode (mention, free, off) and DMS_ENABLED; once step 8 says the turn will write,
+"typing…" shows (after the reaction) until the reply is posted, and what the message carries
+(its reply chain, its attachments) is read while step 9 is decided. Before any decision or
 model call the person's rate limits and the day's token budgets hold (``app/turn/limits.py``),
 and every model call is paid for by the speaker in the turn's place (the usage rows)."""
 
