@@ -175,15 +175,13 @@ async def _addressed(
         # PUT, step 10's memory read (logged whichever path answers), the reply chain and
         # attachments and then "typing…" (the turn writes either way) run while Jev
         # answers, never ahead of its question.
-        writer = Writing(services, message, context.rules)
-        writes = Step.REPLY_TEXT not in context.done
+        written = Step.REPLY_TEXT in context.done  # by an earlier run: nothing to write
+        writer = Writing(services, message, context.rules, written=written)
         wants_task = asyncio.create_task(decide_task(services, message, context))
         await let_ready_run()  # its first step queues the request's write, ahead of ours
-        then = writer if writes else None
-        added = asyncio.create_task(_acknowledge(services, message, attempt, reaction, then))
+        added = asyncio.create_task(_acknowledge(services, message, attempt, reaction, writer))
         try:
-            if writes:
-                writer.read_ahead()
+            writer.read_ahead()
             _, recalled, _ = await asyncio.gather(
                 wants_task, recall(services, message, context, attempt, meaning), added
             )
@@ -607,13 +605,12 @@ async def _acknowledge(
     message: MessageCreate,
     attempt: Attempt,
     reaction: Reaction,
-    writer: Writing | None,
+    writer: Writing,
 ) -> None:
-    """The reaction, then "typing…" from ``writer`` (None: the text is already written):
-    the reaction stays the first acknowledgement (SPEC, "Typing and attachments")."""
+    """The reaction, then "typing…": the reaction stays the first acknowledgement (SPEC,
+    "Typing and attachments")."""
     await add_reaction(services, message, attempt, reaction)
-    if writer is not None:
-        writer.start()
+    writer.start()
 
 
 async def add_reaction(
@@ -846,11 +843,15 @@ class Writing:
     whether the message is a task; ended (``async with``) before the reply is posted, so no
     indicator outlives it."""
 
-    def __init__(self, services: Services, message: MessageCreate, rules: Rules) -> None:
+    def __init__(
+        self, services: Services, message: MessageCreate, rules: Rules, *, written: bool = False
+    ) -> None:
+        """``written``: an earlier run fixed the text, so there is nothing to type or read
+        (the writer starts closed)."""
         self._services, self._message, self._rules = services, message, rules
         self._typing = Typing(services.discord, message.channel_id)
         self._reading: asyncio.Task[Carried] | None = None
-        self._closed = False
+        self._closed = written
 
     @property
     def model(self) -> str | None:
