@@ -12,7 +12,10 @@ speaks in its own channel with 20 earlier messages and a speaker with ten memori
 job after the reply is awaited before the next turn, outside the measured time. Prints the
 latency, where it goes, the ratio of the mean to the critical path, how long the fakes really
 held the critical path's calls (arrival to answer: their own serving and timers come on top
-of the fixed 400 ms, and are not ours) with what remains of the turn, and the CPU each process
+of the fixed 400 ms, and are not ours) with what remains of the turn, the same calls made bare
+from this process after every turn (a baseline measured in the same run, on the machine as the
+turn left it: the fixed 400 ms and what any caller pays the fakes and loopback HTTP), and the
+CPU each process
 ran per turn (the worker's, with its memory job: what its share of the turn is made of) with
 the statements and transactions the worker sent to Postgres per turn (counted, so the
 machine's load does not blur them as it blurs the times). With both providers (the default),
@@ -215,7 +218,12 @@ def _question(hit: Hit) -> str:
 
 
 async def run_lane(
-    client: httpx.AsyncClient, fakes: Fakes, turns: list[Turn], out: list[Timing], pause: float
+    client: httpx.AsyncClient,
+    fakes: Fakes,
+    turns: list[Turn],
+    out: list[Timing],
+    pause: float,
+    bare: BarePath | None = None,
 ) -> None:
     jitter = random.Random(turns[0].index if turns else 0)
     for turn in turns:
@@ -224,17 +232,59 @@ async def run_lane(
         await asyncio.sleep(jitter.uniform(0, pause))
         async with asyncio.timeout(60):
             out.append(await run_turn(client, fakes, turn))
+            if bare is not None:  # the baseline, on the machine as the turn just found it
+                await bare.measure()
 
 
 async def run_all(
-    api: str, fakes: Fakes, turns: list[Turn], concurrency: int, pause: float
+    api: str,
+    fakes: Fakes,
+    turns: list[Turn],
+    concurrency: int,
+    pause: float,
+    bare: BarePath | None = None,
 ) -> tuple[list[Timing], float]:
     out: list[Timing] = []
     lanes = [turns[i::concurrency] for i in range(concurrency)]
     started = time.monotonic()
     async with httpx.AsyncClient(base_url=api, headers={"x-discord-gateway-token": TOKEN}) as c:
-        await asyncio.gather(*(run_lane(c, fakes, lane, out, pause) for lane in lanes))
+        await asyncio.gather(*(run_lane(c, fakes, lane, out, pause, bare) for lane in lanes))
     return out, time.monotonic() - started
+
+
+class BarePath:
+    """The baseline measured in the same run: the critical path's calls made bare, from here,
+    once after every turn (the emoji pair in parallel, is_task, the model), with nothing of
+    ours between them: the fixed 400 ms plus what any caller pays the fakes and the loopback
+    HTTP on this machine at that moment. Its client shares this process's loop with the
+    fakes, as the worker's does not, so it is a baseline to compare with, not a bound."""
+
+    def __init__(self, jev_url: str, model_url: str, provider: Provider) -> None:
+        self._decide = jev_url + "/v1/decide"
+        path = "/v1/chat/completions" if provider is Provider.OPENAI else "/v1/messages"
+        self._chat = model_url + path
+        self._client = httpx.AsyncClient()
+        self.samples: list[float] = []
+
+    async def measure(self) -> None:
+        started = time.monotonic()
+        await asyncio.gather(self._ask(Question.EMOJI_ENOUGH), self._ask(Question.EMOJI_CHOICE))
+        await self._ask(Question.IS_TASK)
+        message = {
+            "model": "fake",
+            "max_tokens": 16,
+            "messages": [{"role": "user", "content": "floor"}],
+        }
+        (await self._client.post(self._chat, json=message)).raise_for_status()
+        self.samples.append(time.monotonic() - started)
+
+    async def _ask(self, question: Question) -> None:
+        options = ["👍", "🍝"] if question is Question.EMOJI_CHOICE else None
+        body = request_body(question, "floor", options)
+        (await self._client.post(self._decide, json=body)).raise_for_status()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 async def fake_floor(
@@ -262,7 +312,11 @@ async def fake_floor(
 
 
 def report(
-    timings: list[Timing], seconds: float, args: argparse.Namespace, floor: tuple[float, float]
+    timings: list[Timing],
+    seconds: float,
+    args: argparse.Namespace,
+    floor: tuple[float, float],
+    bare: list[float],
 ) -> None:
     poll = effective_poll_delay(args.poll_delay)
     source = "override" if args.poll_delay is not None else "as deployed"
@@ -322,6 +376,14 @@ def report(
     print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
     # Not the target's ratio (that is the one above): how much of "ours" the fakes' own serving
     # makes, so that work on the turn is measured against what it can change.
+    if bare:
+        floor_path = Summary(bare)
+        print(
+            f"the same calls made bare from here after each turn (the same-run baseline; not "
+            f"the target's ratio): mean {floor_path.mean:.1f} ms, p95 {floor_path.p95:.1f} ms; "
+            f"turn mean/bare mean {summary.mean / floor_path.mean:.3f}, "
+            f"p95/bare p95 {summary.p95 / floor_path.p95:.3f}"
+        )
     held = Summary([t.held for t in timings])
     ours = Summary([t.total - t.held for t in timings])
     print(
@@ -370,8 +432,8 @@ async def main() -> None:
     runs: dict[Provider, list[Timing]] = {}
     for provider in (Provider(p.strip()) for p in args.providers.split(",") if p.strip()):
         print(f"== CHAT_PROVIDER={provider.value}")
-        timings, seconds, floor, spent = await run_provider(provider, args)
-        report(timings, seconds, args, floor)
+        timings, seconds, floor, bare, spent = await run_provider(provider, args)
+        report(timings, seconds, args, floor, bare)
         print(spent.line(len(timings)))
         runs.setdefault(provider, []).extend(timings)
     if Provider.ANTHROPIC in runs and Provider.OPENAI in runs:
@@ -433,7 +495,7 @@ async def database_work(metrics_port: int) -> tuple[float, float]:
 
 async def run_provider(
     provider: Provider, args: argparse.Namespace
-) -> tuple[list[Timing], float, tuple[float, float], Spent]:
+) -> tuple[list[Timing], float, tuple[float, float], list[float], Spent]:
     database_url = await fresh_database(DB)
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -473,6 +535,7 @@ async def run_provider(
             "JINA_READER_URL": jina_url + "/reader",
             "WORKER_METRICS_PORT": str(metrics_port),
         }
+        bare = BarePath(jev_url, model_url, provider)
         port = free_port()
         worker_args = ["-m", "bench._worker"]
         if args.poll_delay is not None:
@@ -488,13 +551,14 @@ async def run_provider(
             pause = effective_poll_delay(args.poll_delay)
             before = [cpu_seconds(p.pid)[0] for p in (worker, api)]
             database_before = await database_work(metrics_port)
-            timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause)
+            timings, seconds = await run_all(url, fakes, measured, args.concurrency, pause, bare)
             after = [cpu_seconds(p.pid)[0] for p in (worker, api)]
             database_after = await database_work(metrics_port)
         except Exception:
             print(f"failed; process logs in {logs}", file=sys.stderr)
             raise
         finally:
+            await bare.aclose()
             for process in (worker, api):
                 process.terminate()
             for process in (worker, api):
@@ -506,7 +570,7 @@ async def run_provider(
         statements=database_after[0] - database_before[0],
         transactions=database_after[1] - database_before[1],
     )
-    return timings, seconds, floor, spent
+    return timings, seconds, floor, bare.samples, spent
 
 
 if __name__ == "__main__":
