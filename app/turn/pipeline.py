@@ -178,9 +178,10 @@ async def _addressed(
         written = Step.REPLY_TEXT in context.done  # by an earlier run: nothing to write
         writer = Writing(services, message, context.rules, written=written)
         wants_task = asyncio.create_task(decide_task(services, message, context))
-        await let_ready_run()  # its first step queues the request's write, ahead of ours
-        added = asyncio.create_task(_acknowledge(services, message, attempt, reaction, writer))
+        added: asyncio.Task[None] | None = None
         try:
+            await let_ready_run()  # its first step queues the request's write, ahead of ours
+            added = asyncio.create_task(_acknowledge(services, message, attempt, reaction, writer))
             writer.read_ahead()
             _, recalled, _ = await asyncio.gather(
                 wants_task, recall(services, message, context, attempt, meaning), added
