@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,7 +233,7 @@ async def run_lane(
         await asyncio.sleep(jitter.uniform(0, pause))
         async with asyncio.timeout(60):
             out.append(await run_turn(client, fakes, turn))
-            if bare is not None:  # the baseline, on the machine as the turn just found it
+            if bare is not None:  # the baseline, on the machine as the turn just left it
                 await bare.measure()
 
 
@@ -268,17 +269,20 @@ class BarePath:
 
     async def measure(self) -> None:
         started = time.monotonic()
-        await asyncio.gather(self._ask(Question.EMOJI_ENOUGH), self._ask(Question.EMOJI_CHOICE))
-        await self._ask(Question.IS_TASK)
+        await asyncio.gather(self.ask(Question.EMOJI_ENOUGH), self.ask(Question.EMOJI_CHOICE))
+        await self.ask(Question.IS_TASK)
+        await self.chat()
+        self.samples.append(time.monotonic() - started)
+
+    async def chat(self) -> None:
         message = {
             "model": "fake",
             "max_tokens": 16,
             "messages": [{"role": "user", "content": "floor"}],
         }
         (await self._client.post(self._chat, json=message)).raise_for_status()
-        self.samples.append(time.monotonic() - started)
 
-    async def _ask(self, question: Question) -> None:
+    async def ask(self, question: Question) -> None:
         options = ["👍", "🍝"] if question is Question.EMOJI_CHOICE else None
         body = request_body(question, "floor", options)
         (await self._client.post(self._decide, json=body)).raise_for_status()
@@ -287,28 +291,20 @@ class BarePath:
         await self._client.aclose()
 
 
-async def fake_floor(
-    jev_url: str, model_url: str, provider: Provider, rounds: int = 10
-) -> tuple[float, float]:
+async def fake_floor(bare: BarePath, rounds: int = 10) -> tuple[float, float]:
     """Median round trip of one bare call to each fake from here: its fixed latency plus
     HTTP and framework overhead, which the turn pays too and which is not ours."""
-    decide = request_body(Question.IS_TASK, "floor", None)
-    message = {
-        "model": "fake",
-        "max_tokens": 16,
-        "messages": [{"role": "user", "content": "floor"}],
-    }
     decisions, chats = [], []
-    async with httpx.AsyncClient() as client:
-        for _ in range(rounds):
-            started = time.monotonic()
-            (await client.post(jev_url + "/v1/decide", json=decide)).raise_for_status()
-            decisions.append(time.monotonic() - started)
-            started = time.monotonic()
-            path = "/v1/chat/completions" if provider is Provider.OPENAI else "/v1/messages"
-            (await client.post(model_url + path, json=message)).raise_for_status()
-            chats.append(time.monotonic() - started)
+    for _ in range(rounds):
+        decisions.append(await _timed(bare.ask(Question.IS_TASK)))
+        chats.append(await _timed(bare.chat()))
     return statistics.median(decisions), statistics.median(chats)
+
+
+async def _timed(call: Awaitable[None]) -> float:
+    started = time.monotonic()
+    await call
+    return time.monotonic() - started
 
 
 def report(
@@ -546,7 +542,7 @@ async def run_provider(
         try:
             url = f"http://127.0.0.1:{port}"
             await wait_healthy(url, api)
-            floor = await fake_floor(jev_url, model_url, provider)
+            floor = await fake_floor(bare)
             await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
             pause = effective_poll_delay(args.poll_delay)
             before = [cpu_seconds(p.pid)[0] for p in (worker, api)]
