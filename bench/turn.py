@@ -3,27 +3,25 @@
     python -m bench.turn [--turns 30] [--warmup 3] [--concurrency 1] [--poll-delay S]
                          [--providers anthropic,openai]
 
-The real API (uvicorn app.main:app) and the real worker (python -m app worker, long
-running, as deployed) run as their own processes against a fresh database; the decision
-service answers in 50 ms, the model in 300 ms, Discord at once (local fakes in this process).
-A task agent is configured (fake Jina), so the turn asks is_task as the seed allows, and the
-critical path is the emoji questions in parallel + is_task + the reply = 400 ms. Each turn
-speaks in its own channel with 20 earlier messages and a speaker with ten memories; the memory
-job after the reply is awaited before the next turn, outside the measured time. Prints the
-latency, where it goes, the ratio of the mean to the critical path, how long the fakes really
-held the critical path's calls (arrival to answer: their own serving and timers come on top
-of the fixed 400 ms, and are not ours) with what remains of the turn, the same calls made bare
-from this process after every turn (a baseline measured in the same run, on the machine as the
-turn left it: the fixed 400 ms and what any caller pays the fakes and loopback HTTP), and the
-CPU each process
+The real API (uvicorn app.main:app) and the real worker (python -m app worker, long running, as
+deployed) run as their own processes against a fresh database; the decision service answers in
+50 ms, the model in 300 ms, Discord at once (local fakes in this process). A task agent is
+configured (fake Jina), so the turn asks is_task as the seed allows, and the critical path is
+the emoji questions in parallel + is_task + the reply = 400 ms. Each turn speaks in its own
+channel with 20 earlier messages and a speaker with ten memories; the memory job after the
+reply is awaited before the next turn, outside the measured time. Prints the latency, where it
+goes, the ratio of the mean to the critical path, how long the fakes really held the critical
+path's calls (arrival to answer: their own serving and timers come on top of the fixed 400 ms,
+and are not ours) with what remains of the turn, the same calls made bare from this process
+after every turn (a baseline measured in the same run, on the machine as the turn left it: the
+fixed 400 ms and what any caller pays the fakes and loopback HTTP), and the CPU each process
 ran per turn (the worker's, with its memory job: what its share of the turn is made of) with
-the statements and transactions the worker sent to Postgres per turn (counted, so the
-machine's load does not blur them as it blurs the times). With both providers (the default),
-the same turns run once on each chat adapter (CHAT_PROVIDER, the fake Anthropic Messages API
-or the fake OpenAI-compatible server, same latency), each on a fresh database, and the run
-ends with the OpenAI adapter's ratios to Anthropic's. A provider named twice runs twice and
-its turns are pooled: ``anthropic,openai,openai,anthropic`` cancels a load that drifts during
-the run."""
+the statements and transactions the worker sent to Postgres per turn (counted, so the machine's
+load does not blur them as it blurs the times). With both providers (the default), the same
+turns run once on each chat adapter (CHAT_PROVIDER, the fake Anthropic Messages API or the fake
+OpenAI-compatible server, same latency), each on a fresh database, and the run ends with the
+OpenAI adapter's ratios to Anthropic's. A provider named twice runs twice and its turns are
+pooled: ``anthropic,openai,openai,anthropic`` cancels a load that drifts during the run."""
 
 from __future__ import annotations
 
@@ -370,8 +368,6 @@ def report(
     print(f"p50/critical ratio: {summary.p50 / (critical * 1000):.3f}")
     print(f"p95/critical ratio: {summary.p95 / (critical * 1000):.3f}")
     print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
-    # Not the target's ratio (that is the one above): how much of "ours" the fakes' own serving
-    # makes, so that work on the turn is measured against what it can change.
     if bare:
         floor_path = Summary(bare)
         print(
@@ -380,6 +376,8 @@ def report(
             f"turn mean/bare mean {summary.mean / floor_path.mean:.3f}, "
             f"p95/bare p95 {summary.p95 / floor_path.p95:.3f}"
         )
+    # Not the target's ratio (that is the one above): how much of "ours" the fakes' own serving
+    # makes, so that work on the turn is measured against what it can change.
     held = Summary([t.held for t in timings])
     ours = Summary([t.total - t.held for t in timings])
     print(
