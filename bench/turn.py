@@ -14,14 +14,16 @@ goes, the ratio of the mean to the critical path, how long the fakes really held
 path's calls (arrival to answer: their own serving and timers come on top of the fixed 400 ms,
 and are not ours) with what remains of the turn, the same calls made bare from this process
 after every turn (a baseline measured in the same run, on the machine as the turn left it: the
-fixed 400 ms and what any caller pays the fakes and loopback HTTP), and the CPU each process
-ran per turn (the worker's, with its memory job: what its share of the turn is made of) with
-the statements and transactions the worker sent to Postgres per turn (counted, so the machine's
-load does not blur them as it blurs the times). With both providers (the default), the same
-turns run once on each chat adapter (CHAT_PROVIDER, the fake Anthropic Messages API or the fake
-OpenAI-compatible server, same latency), each on a fresh database, and the run ends with the
-OpenAI adapter's ratios to Anthropic's. A provider named twice runs twice and its turns are
-pooled: ``anthropic,openai,openai,anthropic`` cancels a load that drifts during the run."""
+fixed 400 ms and what any caller pays the fakes and loopback HTTP), about the floor any design
+of the turn pays (those calls and the hops at its two ends: what the 1.05 target leaves for the
+rest), and the CPU each process ran per turn (the worker's, with its memory job: what its share
+of the turn is made of) with the statements and transactions the worker sent to Postgres per
+turn (counted, so the machine's load does not blur them as it blurs the times). With both
+providers (the default), the same turns run once on each chat adapter (CHAT_PROVIDER, the fake
+Anthropic Messages API or the fake OpenAI-compatible server, same latency), each on a fresh
+database, and the run ends with the OpenAI adapter's ratios to Anthropic's. A provider named
+twice runs twice and its turns are pooled: ``anthropic,openai,openai,anthropic`` cancels a load
+that drifts during the run."""
 
 from __future__ import annotations
 
@@ -256,14 +258,32 @@ class BarePath:
     once after every turn (the emoji pair in parallel, is_task, the model), with nothing of
     ours between them: the fixed 400 ms plus what any caller pays the fakes and the loopback
     HTTP on this machine at that moment. Its client shares this process's loop with the
-    fakes, as the worker's does not, so it is a baseline to compare with, not a bound."""
+    fakes, as the worker's does not, so it is a baseline to compare with, not a bound.
 
-    def __init__(self, jev_url: str, model_url: str, provider: Provider) -> None:
+    Beside it, the hops at the turn's two ends that any design of it makes, also bare (the
+    ``edges``): one loopback HTTP round trip (the webhook's request in and the reply's POST
+    out are a half each), one durable commit (the event's record before it is handed on)
+    and one Redis round trip (the hand-off to a worker). The bare path and its edges are about
+    the floor of the turn on this machine before any work of ours: a little above it, as the
+    client's own work here waits on the fakes' serving, where the worker's runs beside it."""
+
+    def __init__(self, jev_url: str, model_url: str, provider: Provider, dsn: str) -> None:
         self._decide = jev_url + "/v1/decide"
+        self._hop = jev_url + "/healthz"
         path = "/v1/chat/completions" if provider is Provider.OPENAI else "/v1/messages"
         self._chat = model_url + path
         self._client = httpx.AsyncClient()
+        self._dsn = dsn
+        self._database: asyncpg.Connection | None = None
+        self._redis = Redis.from_url(REDIS_URL)
         self.samples: list[float] = []
+        self.edges: list[tuple[float, float, float]] = []  # HTTP, commit, Redis
+
+    async def open(self) -> None:
+        self._database = await asyncpg.connect(self._dsn)
+        await self._database.execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, at float8)"
+        )
 
     async def measure(self) -> None:
         started = time.monotonic()
@@ -271,6 +291,17 @@ class BarePath:
         await self.ask(Question.IS_TASK)
         await self.chat()
         self.samples.append(time.monotonic() - started)
+        self.edges.append(await self.edge_hops())
+
+    async def edge_hops(self) -> tuple[float, float, float]:
+        assert self._database is not None, "open() first"
+        started = time.monotonic()
+        (await self._client.get(self._hop)).raise_for_status()
+        answered = time.monotonic()
+        await self._database.execute("INSERT INTO bench_floor (at) VALUES ($1)", started)
+        committed = time.monotonic()
+        await self._redis.ping()
+        return answered - started, committed - answered, time.monotonic() - committed
 
     async def chat(self) -> None:
         message = {
@@ -287,6 +318,10 @@ class BarePath:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        await self._redis.aclose()
+        if self._database is not None:
+            await self._database.execute("DROP TABLE IF EXISTS bench_floor")
+            await self._database.close()
 
 
 async def fake_floor(bare: BarePath, rounds: int = 10) -> tuple[float, float]:
@@ -310,7 +345,7 @@ def report(
     seconds: float,
     args: argparse.Namespace,
     floor: tuple[float, float],
-    bare: list[float],
+    bare: BarePath,
 ) -> None:
     poll = effective_poll_delay(args.poll_delay)
     source = "override" if args.poll_delay is not None else "as deployed"
@@ -368,13 +403,25 @@ def report(
     print(f"p50/critical ratio: {summary.p50 / (critical * 1000):.3f}")
     print(f"p95/critical ratio: {summary.p95 / (critical * 1000):.3f}")
     print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
-    if bare:
-        floor_path = Summary(bare)
+    if bare.samples:
+        floor_path = Summary(bare.samples)
         print(
             f"the same calls made bare from here after each turn (the same-run baseline; not "
             f"the target's ratio): mean {floor_path.mean:.1f} ms, p95 {floor_path.p95:.1f} ms; "
             f"turn mean/bare mean {summary.mean / floor_path.mean:.3f}, "
             f"p95/bare p95 {summary.p95 / floor_path.p95:.3f}"
+        )
+        # What the target leaves once the turn's bare calls and the hops at its two ends, which
+        # no design avoids, are paid: the budget for everything of ours in between.
+        http, commit, redis = (Summary(hops).mean for hops in zip(*bare.edges, strict=True))
+        least = floor_path.mean + http + commit + redis
+        print(
+            f"about the floor before any work of ours (the bare calls, and at the two ends one "
+            f"HTTP round trip {http:.1f} ms, one durable commit {commit:.1f} ms and one Redis "
+            f"round trip {redis:.1f} ms): {least:.1f} ms, "
+            f"{least / (critical * 1000):.3f} of the critical path; at 1.05 it "
+            f"leaves {1.05 * critical * 1000 - least:.1f} ms for the rest of the turn, which "
+            f"takes {summary.mean - least:.1f} ms now"
         )
     # Not the target's ratio (that is the one above): how much of "ours" the fakes' own serving
     # makes, so that work on the turn is measured against what it can change.
@@ -489,7 +536,7 @@ async def database_work(metrics_port: int) -> tuple[float, float]:
 
 async def run_provider(
     provider: Provider, args: argparse.Namespace
-) -> tuple[list[Timing], float, tuple[float, float], list[float], Spent]:
+) -> tuple[list[Timing], float, tuple[float, float], BarePath, Spent]:
     database_url = await fresh_database(DB)
     redis = Redis.from_url(REDIS_URL)
     await redis.flushdb()
@@ -529,7 +576,7 @@ async def run_provider(
             "JINA_READER_URL": jina_url + "/reader",
             "WORKER_METRICS_PORT": str(metrics_port),
         }
-        bare = BarePath(jev_url, model_url, provider)
+        bare = BarePath(jev_url, model_url, provider, asyncpg_dsn(DB))
         port = free_port()
         worker_args = ["-m", "bench._worker"]
         if args.poll_delay is not None:
@@ -539,6 +586,7 @@ async def run_provider(
         worker = start_process(worker_args, env, logs / "worker.log")
         try:
             url = f"http://127.0.0.1:{port}"
+            await bare.open()
             await wait_healthy(url, api)
             floor = await fake_floor(bare)
             await run_all(url, fakes, warmup, 1, 0.0)  # includes the worker's start-up
@@ -564,7 +612,7 @@ async def run_provider(
         statements=database_after[0] - database_before[0],
         transactions=database_after[1] - database_before[1],
     )
-    return timings, seconds, floor, bare.samples, spent
+    return timings, seconds, floor, bare, spent
 
 
 if __name__ == "__main__":
