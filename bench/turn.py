@@ -320,8 +320,10 @@ class BarePath:
         await self._client.aclose()
         await self._redis.aclose()
         if self._database is not None:
-            await self._database.execute("DROP TABLE IF EXISTS bench_floor")
-            await self._database.close()
+            try:
+                await self._database.execute("DROP TABLE IF EXISTS bench_floor")
+            finally:
+                await self._database.close()
 
 
 async def fake_floor(bare: BarePath, rounds: int = 10) -> tuple[float, float]:
@@ -404,17 +406,17 @@ def report(
     print(f"p95/critical ratio: {summary.p95 / (critical * 1000):.3f}")
     print(f"turn mean/critical-path ratio: {summary.mean / (critical * 1000):.3f}")
     if bare.samples:
-        floor_path = Summary(bare.samples)
+        bare_path = Summary(bare.samples)
         print(
             f"the same calls made bare from here after each turn (the same-run baseline; not "
-            f"the target's ratio): mean {floor_path.mean:.1f} ms, p95 {floor_path.p95:.1f} ms; "
-            f"turn mean/bare mean {summary.mean / floor_path.mean:.3f}, "
-            f"p95/bare p95 {summary.p95 / floor_path.p95:.3f}"
+            f"the target's ratio): mean {bare_path.mean:.1f} ms, p95 {bare_path.p95:.1f} ms; "
+            f"turn mean/bare mean {summary.mean / bare_path.mean:.3f}, "
+            f"p95/bare p95 {summary.p95 / bare_path.p95:.3f}"
         )
         # What the target leaves once the turn's bare calls and the hops at its two ends, which
         # no design avoids, are paid: the budget for everything of ours in between.
         http, commit, redis = (Summary(hops).mean for hops in zip(*bare.edges, strict=True))
-        least = floor_path.mean + http + commit + redis
+        least = bare_path.mean + http + commit + redis
         print(
             f"about the floor before any work of ours (the bare calls, and at the two ends one "
             f"HTTP round trip {http:.1f} ms, one durable commit {commit:.1f} ms and one Redis "
